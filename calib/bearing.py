@@ -1,0 +1,27 @@
+"""Bearing and clock direction in the ego frame (the binding conventions of DESIGN.md).
+
+Bearing: degrees, 0 straight ahead (+x), positive counter-clockwise (to the left, +y), range
+(-180, 180]. Clock: 12 o'clock straight ahead, 3 o'clock to the right, 9 o'clock to the left.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def bearing_deg(xy_ego: np.ndarray) -> np.ndarray:
+    """Bearing of ego-frame positions (..., 2) or (..., 3), degrees in (-180, 180]."""
+    xy = np.asarray(xy_ego, dtype=np.float64)
+    deg = np.degrees(np.arctan2(xy[..., 1], xy[..., 0]))
+    return np.where(deg <= -180.0, deg + 360.0, deg)
+
+
+def clock_from_bearing(bearing: np.ndarray | float) -> np.ndarray:
+    """Clock hour 1..12 of bearings in degrees: each hour spans 30 deg centred on it.
+
+    A positive (leftward) bearing turns the hand counter-clockwise: +90 deg is 9 o'clock and
+    -90 deg is 3 o'clock.
+    """
+    b = np.asarray(bearing, dtype=np.float64)
+    hour = np.round(-b / 30.0).astype(np.int64) % 12
+    return np.where(hour == 0, 12, hour)
