@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(
@@ -19,6 +21,30 @@ def version() -> None:
     from autolabel import __version__
 
     print(__version__)
+
+
+@eval_app.command("track")
+def eval_track(
+    run: Path = typer.Argument(..., help="Run folder with <clip>/labels/tracking.json per clip."),
+    dataroot: Path = typer.Option(..., "--dataroot", help="nuScenes-format dataset root."),
+    version: str = typer.Option(..., "--version", help="Dataset version, e.g. v1.0-mini."),
+    scenes: str = typer.Option("", "--scenes", help="Comma-separated scene names (default: all)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Render the devkit's plots."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the devkit's progress output."),
+) -> None:
+    """Score tracks with nuScenes AMOTA, AMOTP, ...; writes RUN/eval/track.json and RUN/eval/track/."""
+    from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
+
+    scene_list = [s for s in scenes.split(",") if s] or None
+    try:
+        report = evaluate_tracking(
+            run, dataroot, version, scene_list, render_curves=plots, verbose=verbose
+        )
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    for line in format_tracking_metrics(report["metrics"]):
+        print(line)
 
 
 if __name__ == "__main__":
