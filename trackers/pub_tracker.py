@@ -191,34 +191,178 @@ def greedy_match(dist_m: np.ndarray, allowed: np.ndarray, det_order: np.ndarray)
     return match
 
 
-@dataclass
-class _Tracks:
-    """Live tracks, as parallel arrays in ascending id order."""
+@numba.njit(cache=True)
+def frame_distances(
+    center_xy_m: np.ndarray,
+    velocity_mps: np.ndarray,
+    label: np.ndarray,
+    track_xy_m: np.ndarray,
+    track_velocity_mps: np.ndarray,
+    track_velocity_known: np.ndarray,
+    track_label: np.ndarray,
+    dt_s: float,
+    gate_m: np.ndarray,
+    max_speed_mps: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distances and allowed pairs between one keyframe's detections and the live tracks.
 
-    track_id: np.ndarray  # (M,) int64
-    label: np.ndarray  # (M,) int64
-    center_xy_m: np.ndarray  # (M, 2) last matched centre, moved forward while coasting
-    velocity_mps: np.ndarray  # (M, 2) finite; zero where unknown
-    velocity_known: np.ndarray  # (M,) bool
-    age: np.ndarray  # (M,) int64, 1 on the frame of a match
-    observed_xy_m: np.ndarray  # (M, 2) centre of the last matched detection
-    observed_time_s: np.ndarray  # (M,) time of the last match
+    A detection with velocity is moved back by ``velocity * dt`` and compared with the track's
+    centre; one without (NaN) is compared with the track moved forward by its own velocity, and a
+    track whose velocity is unknown widens the gate by ``max_speed * dt``.
 
-    @classmethod
-    def empty(cls) -> _Tracks:
-        return cls(
-            track_id=np.zeros(0, np.int64),
-            label=np.zeros(0, np.int64),
-            center_xy_m=np.zeros((0, 2)),
-            velocity_mps=np.zeros((0, 2)),
-            velocity_known=np.zeros(0, bool),
-            age=np.zeros(0, np.int64),
-            observed_xy_m=np.zeros((0, 2)),
-            observed_time_s=np.zeros(0),
+    Args:
+        center_xy_m: (N, 2) detection centres; velocity_mps: (N, 2), NaN where unknown.
+        label: (N,) class indices; track_*: (M, ...) the live tracks' state.
+        dt_s: seconds since the previous keyframe.
+        gate_m, max_speed_mps: (C,) per class.
+
+    Returns:
+        (N, M) float64 distances in metres, (N, M) bool allowed (same class, within the gate).
+    """
+    n, m = center_xy_m.shape[0], track_xy_m.shape[0]
+    dist = np.empty((n, m))
+    allowed = np.zeros((n, m), dtype=np.bool_)
+    for i in range(n):
+        vx, vy = velocity_mps[i, 0], velocity_mps[i, 1]
+        has_velocity = np.isfinite(vx) and np.isfinite(vy)
+        rx, ry = center_xy_m[i, 0], center_xy_m[i, 1]
+        if has_velocity:
+            rx = rx - vx * dt_s
+            ry = ry - vy * dt_s
+        for j in range(m):
+            dx = rx - track_xy_m[j, 0]
+            dy = ry - track_xy_m[j, 1]
+            limit = gate_m[label[i]]
+            if not has_velocity:
+                dx = dx - track_velocity_mps[j, 0] * dt_s
+                dy = dy - track_velocity_mps[j, 1] * dt_s
+                if not track_velocity_known[j]:
+                    limit = limit + max_speed_mps[label[i]] * dt_s
+            d = np.sqrt(dx * dx + dy * dy)
+            dist[i, j] = d
+            allowed[i, j] = label[i] == track_label[j] and d <= limit
+    return dist, allowed
+
+
+@numba.njit(cache=True)
+def associate_clip(
+    times_s: np.ndarray,
+    frame_start: np.ndarray,
+    center_xy_m: np.ndarray,
+    velocity_mps: np.ndarray,
+    label: np.ndarray,
+    score: np.ndarray,
+    gate_m: np.ndarray,
+    max_speed_mps: np.ndarray,
+    max_age: int,
+    new_track_min_score: float,
+) -> np.ndarray:
+    """Track ids of a whole clip's detections (the association; see the module docstring).
+
+    Args:
+        times_s: (F,) keyframe times, strictly increasing.
+        frame_start: (F + 1,) detections of keyframe f are rows frame_start[f]:frame_start[f+1].
+        center_xy_m: (N, 2) global xy centres; velocity_mps: (N, 2), NaN where unknown (zero
+            for static classes).
+        label: (N,) int64 class indices; score: (N,) float64.
+        gate_m, max_speed_mps: (C,) per class; max_age, new_track_min_score: as in the config.
+
+    Returns:
+        (N,) int64 track ids (from 0, in order of creation), -1 for dropped detections.
+    """
+    n = center_xy_m.shape[0]
+    ids = np.full(n, -1, dtype=np.int64)
+    # One slot per track ever started (at most n); a track's id is its slot.
+    t_label = np.empty(n, dtype=np.int64)
+    t_xy = np.empty((n, 2))
+    t_velocity = np.empty((n, 2))
+    t_known = np.empty(n, dtype=np.bool_)
+    t_age = np.empty(n, dtype=np.int64)
+    t_seen_xy = np.empty((n, 2))
+    t_seen_time = np.empty(n)
+    live = np.empty(n, dtype=np.int64)  # live track ids, ascending
+    n_live = 0
+    n_tracks = 0
+    for f in range(times_s.shape[0]):
+        s, e = frame_start[f], frame_start[f + 1]
+        now = times_s[f]
+        dt_s = now - times_s[f - 1] if f > 0 else 0.0
+        order = np.argsort(-score[s:e], kind="mergesort")  # stable: ties keep input order
+        tracks = live[:n_live]
+        dist, allowed = frame_distances(
+            center_xy_m[s:e],
+            velocity_mps[s:e],
+            label[s:e],
+            t_xy[tracks],
+            t_velocity[tracks],
+            t_known[tracks],
+            t_label[tracks],
+            dt_s,
+            gate_m,
+            max_speed_mps,
         )
-
-    def __len__(self) -> int:
-        return len(self.track_id)
+        match = greedy_match(dist, allowed, order)
+        matched = np.zeros(n_live, dtype=np.bool_)
+        for i in range(e - s):
+            if match[i] < 0:
+                continue
+            d = s + i
+            tr = tracks[match[i]]
+            matched[match[i]] = True
+            ids[d] = tr
+            vx, vy = velocity_mps[d, 0], velocity_mps[d, 1]
+            if np.isfinite(vx) and np.isfinite(vy):
+                t_velocity[tr, 0] = vx
+                t_velocity[tr, 1] = vy
+            else:  # finite difference since the track's last observation
+                elapsed = now - t_seen_time[tr]
+                t_velocity[tr, 0] = (center_xy_m[d, 0] - t_seen_xy[tr, 0]) / elapsed
+                t_velocity[tr, 1] = (center_xy_m[d, 1] - t_seen_xy[tr, 1]) / elapsed
+            t_known[tr] = True
+            t_xy[tr, 0] = center_xy_m[d, 0]
+            t_xy[tr, 1] = center_xy_m[d, 1]
+            t_seen_xy[tr, 0] = center_xy_m[d, 0]
+            t_seen_xy[tr, 1] = center_xy_m[d, 1]
+            t_seen_time[tr] = now
+            t_age[tr] = 1
+        next_live = np.empty(n_live + e - s, dtype=np.int64)
+        k = 0
+        for j in range(n_live):
+            tr = tracks[j]
+            if matched[j]:
+                next_live[k] = tr
+                k += 1
+            elif t_age[tr] < max_age:  # coast on the track's velocity
+                t_xy[tr, 0] += t_velocity[tr, 0] * dt_s
+                t_xy[tr, 1] += t_velocity[tr, 1] * dt_s
+                t_age[tr] += 1
+                next_live[k] = tr
+                k += 1
+        for q in range(e - s):
+            i = order[q]
+            d = s + i
+            if match[i] >= 0 or score[d] < new_track_min_score:
+                continue
+            tr = n_tracks
+            n_tracks += 1
+            ids[d] = tr
+            vx, vy = velocity_mps[d, 0], velocity_mps[d, 1]
+            known = np.isfinite(vx) and np.isfinite(vy)
+            t_label[tr] = label[d]
+            t_xy[tr, 0] = center_xy_m[d, 0]
+            t_xy[tr, 1] = center_xy_m[d, 1]
+            t_velocity[tr, 0] = vx if known else 0.0
+            t_velocity[tr, 1] = vy if known else 0.0
+            t_known[tr] = known
+            t_age[tr] = 1
+            t_seen_xy[tr, 0] = center_xy_m[d, 0]
+            t_seen_xy[tr, 1] = center_xy_m[d, 1]
+            t_seen_time[tr] = now
+            next_live[k] = tr
+            k += 1
+        live[:k] = next_live[:k]
+        n_live = k
+    return ids
 
 
 class PubTracker:
@@ -262,120 +406,42 @@ class PubTracker:
                 raise ValueError(
                     f"track_clip: detections[{f}] are in frame {boxes.frame!r}, expected 'global'"
                 )
-
-        tracks = _Tracks.empty()
-        next_id = 0
-        ids_per_frame: list[np.ndarray] = []
-        for f, boxes in enumerate(detections):
-            dt_s = float(times[f] - times[f - 1]) if f else 0.0
-            tracks, ids, next_id = self._step(tracks, boxes, dt_s, float(times[f]), next_id)
-            ids_per_frame.append(ids)
-        return self._with_track_velocities(times, detections, ids_per_frame)
-
-    def _step(
-        self, tracks: _Tracks, boxes: Boxes3D, dt_s: float, time_s: float, next_id: int
-    ) -> tuple[_Tracks, np.ndarray, int]:
-        """One keyframe: the new live tracks, (N,) track id per detection (-1: dropped), next id."""
-        cfg = self.config
-        n, m = len(boxes), len(tracks)
-        center_xy = boxes.center_m[:, :2]
-        label = boxes.label.astype(np.int64)
+        if not detections:
+            return []
+        clip = Boxes3D.concatenate(list(detections))
+        counts = np.array([len(b) for b in detections], dtype=np.int64)
+        frame_start = np.concatenate([[0], np.cumsum(counts)])
+        label = clip.label.astype(np.int64)
         is_static = self._is_static[label]
         # Static classes have zero velocity by definition; others use the detector's when given.
-        velocity = np.where(is_static[:, None], 0.0, boxes.velocity_mps)
-        has_velocity = np.isfinite(velocity).all(axis=1)
-        det_order = np.argsort(-boxes.score.astype(np.float64), kind="stable")
-
-        match = np.full(n, -1, dtype=np.int64)
-        if n and m:
-            back_xy = np.where(has_velocity[:, None], center_xy - velocity * dt_s, center_xy)
-            # A detection without velocity is compared with the tracks moved forward instead.
-            no_velocity = ~has_velocity[:, None]
-            track_step = tracks.velocity_mps * dt_s
-            dx = back_xy[:, None, 0] - tracks.center_xy_m[None, :, 0]
-            dx = dx - np.where(no_velocity, track_step[None, :, 0], 0.0)
-            dy = back_xy[:, None, 1] - tracks.center_xy_m[None, :, 1]
-            dy = dy - np.where(no_velocity, track_step[None, :, 1], 0.0)
-            dist_m = np.sqrt(dx * dx + dy * dy)
-            gate_m = self._gate_m[label][:, None] + np.where(
-                no_velocity & ~tracks.velocity_known[None, :],
-                self._max_speed_mps[label][:, None] * dt_s,
-                0.0,
-            )
-            allowed = (dist_m <= gate_m) & (label[:, None] == tracks.label[None, :])
-            match = greedy_match(dist_m, allowed, det_order)
-
-        ids = np.full(n, -1, dtype=np.int64)
-        det_matched = np.flatnonzero(match >= 0)
-        track_matched = match[det_matched]
-        ids[det_matched] = tracks.track_id[track_matched]
-
-        # Matched tracks take the detection's centre and velocity (else a finite difference).
-        elapsed_s = time_s - tracks.observed_time_s[track_matched]
-        fd_velocity = (center_xy[det_matched] - tracks.observed_xy_m[track_matched]) / elapsed_s[
-            :, None
-        ]
-        new_velocity = np.where(has_velocity[det_matched, None], velocity[det_matched], fd_velocity)
-        center = tracks.center_xy_m.copy()
-        vel = tracks.velocity_mps.copy()
-        known = tracks.velocity_known.copy()
-        age = tracks.age.copy()
-        observed_xy = tracks.observed_xy_m.copy()
-        observed_time = tracks.observed_time_s.copy()
-        center[track_matched] = center_xy[det_matched]
-        vel[track_matched] = new_velocity
-        known[track_matched] = True
-        age[track_matched] = 1
-        observed_xy[track_matched] = center_xy[det_matched]
-        observed_time[track_matched] = time_s
-
-        # Unmatched tracks coast on their velocity while young enough.
-        unmatched = np.ones(m, dtype=bool)
-        unmatched[track_matched] = False
-        keep = ~unmatched | (age < cfg.max_age)
-        coasting = unmatched & keep
-        center[coasting] += vel[coasting] * dt_s
-        age[coasting] += 1
-
-        # Unmatched confident detections start tracks, numbered in the order they were visited.
-        det_unmatched = match < 0
-        visit = det_order[det_unmatched[det_order]]
-        starts = visit[boxes.score[visit] >= cfg.new_track_min_score]
-        new_ids = next_id + np.arange(len(starts), dtype=np.int64)
-        ids[starts] = new_ids
-
-        live = _Tracks(
-            track_id=np.concatenate([tracks.track_id[keep], new_ids]),
-            label=np.concatenate([tracks.label[keep], label[starts]]),
-            center_xy_m=np.concatenate([center[keep], center_xy[starts]]),
-            velocity_mps=np.concatenate(
-                [vel[keep], np.where(has_velocity[starts, None], velocity[starts], 0.0)]
-            ),
-            velocity_known=np.concatenate([known[keep], has_velocity[starts]]),
-            age=np.concatenate([age[keep], np.ones(len(starts), np.int64)]),
-            observed_xy_m=np.concatenate([observed_xy[keep], center_xy[starts]]),
-            observed_time_s=np.concatenate([observed_time[keep], np.full(len(starts), time_s)]),
+        velocity = np.where(is_static[:, None], 0.0, clip.velocity_mps)
+        ids = associate_clip(
+            times,
+            frame_start,
+            np.ascontiguousarray(clip.center_m[:, :2]),
+            velocity,
+            label,
+            clip.score.astype(np.float64),
+            self._gate_m,
+            self._max_speed_mps,
+            self.config.max_age,
+            self.config.new_track_min_score,
         )
-        return live, ids, next_id + len(starts)
 
-    def _with_track_velocities(
-        self, times: np.ndarray, detections: list[Boxes3D], ids_per_frame: list[np.ndarray]
-    ) -> list[Boxes3D]:
-        """Keep the tracked detections, stamp ids and velocities estimated over each whole track."""
-        kept = [boxes[ids >= 0] for boxes, ids in zip(detections, ids_per_frame, strict=True)]
-        counts = np.array([len(k) for k in kept], dtype=np.int64)
-        if counts.sum() == 0:
-            return kept
-        clip = Boxes3D.concatenate(kept)
-        clip.track_id = np.concatenate([ids[ids >= 0] for ids in ids_per_frame])
-        time_s = np.repeat(times, counts)
-        velocity = track_velocities_mps(
-            clip.track_id, time_s, clip.center_m[:, :2], self.config.velocity_half_window
+        kept = ids >= 0
+        tracked = clip[kept]
+        tracked.track_id = ids[kept]
+        frame_of = np.repeat(np.arange(len(times)), counts)[kept]
+        # Velocity from the whole track; a track seen once keeps the detector's (or NaN).
+        track_velocity = track_velocities_mps(
+            tracked.track_id,
+            times[frame_of],
+            tracked.center_m[:, :2],
+            self.config.velocity_half_window,
         )
-        # A track seen once has no motion of its own; keep what the detector said (or NaN).
-        once = np.isnan(velocity).any(axis=1)
-        velocity[once] = clip.velocity_mps[once]
-        velocity[self._is_static[clip.label]] = 0.0
-        clip.velocity_mps = velocity
-        bounds = np.concatenate([[0], np.cumsum(counts)])
-        return [clip[bounds[f] : bounds[f + 1]] for f in range(len(kept))]
+        once = np.isnan(track_velocity).any(axis=1)
+        track_velocity[once] = tracked.velocity_mps[once]
+        track_velocity[is_static[kept]] = 0.0
+        tracked.velocity_mps = track_velocity
+        bounds = np.searchsorted(frame_of, np.arange(len(times) + 1))
+        return [tracked[bounds[f] : bounds[f + 1]] for f in range(len(times))]

@@ -9,6 +9,7 @@ observed, and a track observed once has no velocity (NaN).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 
@@ -44,38 +45,46 @@ def track_velocities_mps(
 
     order = np.lexsort((time_s, track_id))
     tid, t, xy = track_id[order], time_s[order], center_xy_m[order]
-    first = np.ones(n, dtype=bool)
-    first[1:] = tid[1:] != tid[:-1]
-    if np.any((t[1:] == t[:-1]) & ~first[1:]):
+    same_track = tid[1:] == tid[:-1]
+    if np.any(same_track & (t[1:] == t[:-1])):
         raise ValueError("track_velocities_mps: a track has two observations at the same time")
-    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
-    end = np.empty(n, dtype=np.int64)  # exclusive end of each observation's track
-    track_starts = np.flatnonzero(first)
-    track_ends = np.append(track_starts[1:], n)
-    end[:] = np.repeat(track_ends, track_ends - track_starts)
-
-    # Relative to the track's first observation, so the prefix sums stay well conditioned.
-    rel_t = t - t[start]
-    rel_xy = xy - xy[start]
-    lo = np.maximum(start, np.arange(n) - half_window)
-    hi = np.minimum(end, np.arange(n) + half_window + 1)  # exclusive
-
-    def window_sum(values: np.ndarray) -> np.ndarray:
-        prefix = np.concatenate([np.zeros((1,) + values.shape[1:]), np.cumsum(values, axis=0)])
-        return prefix[hi] - prefix[lo]
-
-    count = (hi - lo).astype(np.float64)
-    sum_t = window_sum(rel_t)
-    sum_tt = window_sum(rel_t * rel_t)
-    sum_xy = window_sum(rel_xy)
-    sum_txy = window_sum(rel_t[:, None] * rel_xy)
-    # Windows never cross a track boundary, so differences of prefix sums over the whole array
-    # are sums within one track.
-    denominator = count * sum_tt - sum_t * sum_t
-    fitted = count > 1
-    slope = np.full((n, 2), np.nan)
-    slope[fitted] = (
-        count[fitted, None] * sum_txy[fitted] - sum_t[fitted, None] * sum_xy[fitted]
-    ) / denominator[fitted, None]
-    velocity[order] = slope
+    velocity[order] = _window_slopes(tid, t, xy, half_window)
     return velocity
+
+
+@numba.njit(cache=True)
+def _window_slopes(
+    track_id: np.ndarray, time_s: np.ndarray, xy_m: np.ndarray, half_window: int
+) -> np.ndarray:
+    """(N, 2) least-squares slopes for observations sorted by (track, time); NaN if alone."""
+    n = track_id.shape[0]
+    out = np.full((n, 2), np.nan)
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and track_id[end] == track_id[start]:
+            end += 1
+        # Relative to the track's first observation, for conditioning.
+        t0, x0, y0 = time_s[start], xy_m[start, 0], xy_m[start, 1]
+        for k in range(start, end):
+            lo = max(start, k - half_window)
+            hi = min(end, k + half_window + 1)
+            count = hi - lo
+            if count < 2:
+                continue
+            st = stt = sx = sy = stx = sty = 0.0
+            for q in range(lo, hi):
+                t = time_s[q] - t0
+                x = xy_m[q, 0] - x0
+                y = xy_m[q, 1] - y0
+                st += t
+                stt += t * t
+                sx += x
+                sy += y
+                stx += t * x
+                sty += t * y
+            denominator = count * stt - st * st
+            out[k, 0] = (count * stx - st * sx) / denominator
+            out[k, 1] = (count * sty - st * sy) / denominator
+        start = end
+    return out
