@@ -152,6 +152,12 @@ def boxes_from_det3d_sample(
     return boxes_lidar.transform(global_SE3_lidar, "global", from_frame="lidar")
 
 
+def keyframe_global_SE3_lidar(frame: Frame) -> SE3:
+    """The keyframe LiDAR's pose in the global frame (its own calibration when the sweep has one)."""
+    ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+    return frame.global_SE3_ego.compose(ego_SE3_lidar)
+
+
 def _matrix_list(se3: SE3) -> list[list[float]]:
     return se3.as_matrix().tolist()
 
@@ -164,12 +170,14 @@ def frame_data_info(frame: Frame, use_camera: bool) -> dict[str, Any]:
     ego pose), ``lidar2cam`` maps the keyframe LiDAR frame into the camera frame at the image's ego
     pose. Timestamps are seconds.
     """
-    ego_SE3_lidar = frame.lidar_calibration.ego_SE3_lidar
-    global_SE3_lidar = frame.global_SE3_ego.compose(ego_SE3_lidar)
+    global_SE3_lidar = keyframe_global_SE3_lidar(frame)
     lidar_SE3_global = global_SE3_lidar.inverse()
     sweeps = []
     for sweep in frame.sweeps:
-        lidar_SE3_sweep = lidar_SE3_global.compose(sweep.global_SE3_ego).compose(ego_SE3_lidar)
+        ego_SE3_sweep_lidar = sweep.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+        lidar_SE3_sweep = lidar_SE3_global.compose(sweep.global_SE3_ego).compose(
+            ego_SE3_sweep_lidar
+        )
         sweeps.append(
             {
                 "lidar_points": {
@@ -333,14 +341,11 @@ class BevfusionDetector(Detector):
             with torch.no_grad():
                 samples = self.model.test_step(pseudo_collate(data))
             for frame, sample in zip(batch, samples, strict=True):
-                global_SE3_lidar = frame.global_SE3_ego.compose(
-                    frame.lidar_calibration.ego_SE3_lidar
-                )
                 out.append(
                     boxes_from_det3d_sample(
                         sample,
                         self.model_to_class_index,
-                        global_SE3_lidar,
+                        keyframe_global_SE3_lidar(frame),
                         self.config.score_threshold,
                     )
                 )

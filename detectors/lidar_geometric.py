@@ -462,7 +462,8 @@ class LidarGeometricDetector(Detector):
     def detect_frame(self, frame: Frame) -> Boxes3D:
         """Global-frame boxes of one keyframe."""
         points_ego, _ = keyframe_points_ego(frame, self.config.num_sweeps)
-        sensor_xy_m = frame.lidar_calibration.ego_SE3_lidar.translation[:2]
+        ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+        sensor_xy_m = ego_SE3_lidar.translation[:2]
         boxes_ego = detect_boxes_ego(points_ego, self.config, sensor_xy_m)
         return boxes_ego.transform(frame.global_SE3_ego, "global", from_frame="ego")
 

@@ -9,6 +9,7 @@ from detection_scenes import box_set, make_frame, ray_cast
 from autolabel.boxes import Boxes3D
 from autolabel.classes import class_index
 from autolabel.clip import LidarSweep
+from autolabel.nuscenes_reader import DatasetError, load_lidar_points
 from calib.rotation import rotation_from_yaw, wrap_angle
 from calib.se3 import SE3
 from detectors.lidar_geometric import (
@@ -19,7 +20,7 @@ from detectors.lidar_geometric import (
     estimate_ground,
     fit_rectangles,
 )
-from detectors.lidar_points import keyframe_points_ego, load_lidar_points
+from detectors.lidar_points import keyframe_points_ego
 
 SCENE = [
     ("car", 12.0, 4.0, 0.3, 1.9, 4.5, 1.6),
@@ -142,5 +143,5 @@ def test_multi_sweep_points_are_moved_into_the_keyframe_ego_frame(tmp_path):
 def test_bad_lidar_file_is_named(tmp_path):
     path = tmp_path / "broken.pcd.bin"
     np.zeros(7, dtype=np.float32).tofile(path)
-    with pytest.raises(ValueError, match="broken.pcd.bin"):
+    with pytest.raises(DatasetError, match="broken.pcd.bin"):
         load_lidar_points(path)

@@ -15,6 +15,8 @@ merged submission's meta), ``det_details.json`` (the devkit's metric data), ``de
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -211,9 +213,11 @@ def evaluate_detection(
     result_path = atomic_write_json(out_dir / "det_results.json", merged)
 
     cfg = config_factory(config_name)
-    evaluator = _scene_detection_eval_class()(
-        nusc, cfg, str(result_path), sample_tokens, str(out_dir), verbose=False
-    )
+    # The devkit's loaders draw a tqdm bar even when not verbose; keep the terminal clean.
+    with contextlib.redirect_stderr(io.StringIO()):
+        evaluator = _scene_detection_eval_class()(
+            nusc, cfg, str(result_path), sample_tokens, str(out_dir), verbose=False
+        )
     metrics, metric_data = evaluator.evaluate()
     if render_curves:
         evaluator.render(metrics, metric_data)
