@@ -11,7 +11,7 @@ from autolabel.synth.lidar_sim import (
     beam_directions_lidar,
     simulate_sweep,
 )
-from autolabel.synth.raycast import HIT_GROUND, SceneBoxes
+from autolabel.synth.raycast import HIT_GROUND, SceneBoxes, cast_rays
 from calib.rotation import rotation_from_yaw
 from calib.se3 import SE3
 
@@ -174,3 +174,33 @@ def test_noise_config_errors_name_the_key():
         LidarNoise(range_sigma_m=-0.1)
     with pytest.raises(ValueError, match="plate_falloff"):
         LidarReflectance(plate_falloff=2.0)
+
+
+def test_sweep_matches_cast_rays_for_a_tilted_lidar_in_a_busy_scene():
+    """The sweep's per-azimuth culling must not change any hit: compare with plain cast_rays."""
+    rng = np.random.default_rng(11)
+    n = 40
+    centers = np.column_stack(
+        [rng.uniform(-30, 30, n), rng.uniform(-30, 30, n), rng.uniform(0.5, 4, n)]
+    )
+    boxes = SceneBoxes(
+        centers,
+        rng.uniform(0.3, 8, (n, 3)),
+        rng.uniform(-np.pi, np.pi, n),
+        np.zeros((n, 3), np.uint8),
+        np.arange(n, dtype=np.int32),
+        rng.integers(0, 3, n).astype(np.int8),
+    )
+    tilt = np.radians(8.0)  # roll the LiDAR about its x axis, then yaw it
+    roll = np.array([[1, 0, 0], [0, np.cos(tilt), -np.sin(tilt)], [0, np.sin(tilt), np.cos(tilt)]])
+    g_SE3_l = SE3(rotation_from_yaw(0.9) @ roll, np.array([1.0, -2.0, HEIGHT_M]))
+    sensor = lidar(32, 0.5, max_range_m=50.0)
+    exact = LidarNoise(range_sigma_m=0.0, dropout_prob=0.0, intensity_sigma_frac=0.0)
+    points, box_index = simulate_sweep(sensor, g_SE3_l, boxes, np.random.default_rng(0), exact)
+    directions_lidar, ring = beam_directions_lidar(sensor)
+    t, hit = cast_rays(g_SE3_l.translation, g_SE3_l.rotate_vectors(directions_lidar), boxes, 50.0)
+    returned = hit != -1
+    assert (hit >= 0).sum() > 1000
+    np.testing.assert_array_equal(box_index, hit[returned])
+    np.testing.assert_allclose(np.linalg.norm(points[:, :3], axis=1), t[returned], rtol=1e-6)
+    np.testing.assert_array_equal(points[:, 4], ring[returned])

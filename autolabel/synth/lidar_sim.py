@@ -9,24 +9,23 @@ retro-reflective and bright) and the incidence angle.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
 from autolabel.sensors import LidarCalibration
 from autolabel.synth.raycast import (
+    HIT_GROUND,
     HIT_NOTHING,
     PART_BODY,
     PART_FACE,
     PART_PLATE,
     SceneBoxes,
-    cast_rays_with_faces,
+    _nearest_hit,
+    box_arrays,
 )
 from calib.se3 import SE3
-
-#: Outward normals of the faces 0..5 of a box in its own frame (see ``raycast``).
-_FACE_NORMALS_BOX = np.array(
-    [[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], dtype=np.float64
-)
 
 
 @dataclass(frozen=True)
@@ -85,37 +84,106 @@ def beam_directions_lidar(lidar: LidarCalibration) -> tuple[np.ndarray, np.ndarr
     as many as fit below 360 degrees; at each azimuth every beam fires.
 
     Returns:
-        directions (A * E, 3) float64 and ring (A * E,) int index of the beam (into
-        ``lidar.beam_elevation_deg``).
+        directions (A * E, 3) float64 and ring (A * E,) int64 index of the beam (into
+        ``lidar.beam_elevation_deg``); read-only (cached per beam layout).
     """
+    directions, ring, _ = _validated_layout(lidar)
+    return directions, ring
+
+
+def _validated_layout(lidar: LidarCalibration) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     step = float(lidar.azimuth_step_deg)
     if not (0 < step <= 360):
         raise ValueError(f"{lidar.channel}: azimuth_step_deg must be in (0, 360], got {step}")
-    elevation = np.radians(np.asarray(lidar.beam_elevation_deg, dtype=np.float64))
-    if elevation.ndim != 1 or len(elevation) == 0:
+    elevation_deg = np.asarray(lidar.beam_elevation_deg, dtype=np.float64)
+    if elevation_deg.ndim != 1 or len(elevation_deg) == 0:
         raise ValueError(f"{lidar.channel}: beam_elevation_deg must be a non-empty (E,) array")
-    n_azimuth = int(np.ceil(360.0 / step - 1e-9))
-    azimuth = np.radians(np.arange(n_azimuth) * step)
+    if not (np.abs(elevation_deg) <= 90).all():
+        raise ValueError(f"{lidar.channel}: beam_elevation_deg must lie in [-90, 90]")
+    if not lidar.max_range_m > 0:
+        raise ValueError(f"{lidar.channel}: max_range_m must be > 0, got {lidar.max_range_m}")
+    return _beam_layout(tuple(elevation_deg.tolist()), step)
+
+
+@lru_cache(maxsize=8)
+def _beam_layout(elevation_deg: tuple[float, ...], step_deg: float):
+    """(directions (A*E, 3), ring (A*E,), azimuth_rad (A,)), read-only."""
+    n_azimuth = int(np.ceil(360.0 / step_deg - 1e-9))
+    azimuth = np.radians(np.arange(n_azimuth) * step_deg)
+    elevation = np.radians(np.asarray(elevation_deg))
     az, el = np.meshgrid(azimuth, elevation, indexing="ij")
     directions = np.stack(
         [np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=-1
     ).reshape(-1, 3)
-    ring = np.broadcast_to(np.arange(len(elevation)), az.shape).reshape(-1)
-    return directions, ring
+    ring = np.ascontiguousarray(np.broadcast_to(np.arange(len(elevation)), az.shape).reshape(-1))
+    for arr in (directions, ring, azimuth):
+        arr.setflags(write=False)
+    return directions, ring, azimuth
 
 
-def _surface_normals_global(hit: np.ndarray, face: np.ndarray, boxes: SceneBoxes) -> np.ndarray:
-    """(R, 3) outward unit normals of the surfaces hit (+z for the ground); rays must hit."""
-    normals = np.zeros((len(hit), 3))
-    normals[:, 2] = 1.0
-    on_box = hit >= 0
-    local = _FACE_NORMALS_BOX[face[on_box]]
-    yaw = boxes.yaw[hit[on_box]]
-    c, s = np.cos(yaw), np.sin(yaw)
-    normals[on_box, 0] = c * local[:, 0] - s * local[:, 1]
-    normals[on_box, 1] = s * local[:, 0] + c * local[:, 1]
-    normals[on_box, 2] = local[:, 2]
-    return normals
+@njit(cache=True)
+def _sweep_kernel(
+    origin, global_R_lidar, azimuth_rad, elevation_rad,
+    centers, half_xyz, cos_yaw, sin_yaw, radius, max_range_m, ground_z,
+    out_t, out_hit, out_cos_incidence,
+):  # fmt: skip
+    """Cast every ray of a sweep (azimuth-major); per azimuth only the boxes near its half-plane.
+
+    The beams of one azimuth lie in the half-plane spanned by the LiDAR's z axis and its
+    horizontal heading there; a box whose bounding sphere misses that half-plane cannot be hit by
+    any of them, which culls most boxes before the per-ray tests.
+    """
+    n_boxes = centers.shape[0]
+    n_beams = elevation_rad.shape[0]
+    ox, oy, oz = origin[0], origin[1], origin[2]
+    zx, zy, zz = global_R_lidar[0, 2], global_R_lidar[1, 2], global_R_lidar[2, 2]
+    cos_el = np.cos(elevation_rad)
+    sin_el = np.sin(elevation_rad)
+    candidates = np.empty(n_boxes, np.int64)
+    for j in range(azimuth_rad.shape[0]):
+        ca, sa = np.cos(azimuth_rad[j]), np.sin(azimuth_rad[j])
+        # Heading h = R (ca, sa, 0) and the half-plane's normal n = R (-sa, ca, 0), global frame.
+        hx = global_R_lidar[0, 0] * ca + global_R_lidar[0, 1] * sa
+        hy = global_R_lidar[1, 0] * ca + global_R_lidar[1, 1] * sa
+        hz = global_R_lidar[2, 0] * ca + global_R_lidar[2, 1] * sa
+        nx = -global_R_lidar[0, 0] * sa + global_R_lidar[0, 1] * ca
+        ny = -global_R_lidar[1, 0] * sa + global_R_lidar[1, 1] * ca
+        nz = -global_R_lidar[2, 0] * sa + global_R_lidar[2, 1] * ca
+        n_candidates = 0
+        for b in range(n_boxes):
+            px, py, pz = centers[b, 0] - ox, centers[b, 1] - oy, centers[b, 2] - oz
+            r = radius[b]
+            if abs(px * nx + py * ny + pz * nz) > r or px * hx + py * hy + pz * hz < -r:
+                continue
+            candidates[n_candidates] = b
+            n_candidates += 1
+        for i in range(n_beams):
+            dx = cos_el[i] * hx + sin_el[i] * zx
+            dy = cos_el[i] * hy + sin_el[i] * zy
+            dz = cos_el[i] * hz + sin_el[i] * zz
+            t, hit, face = _nearest_hit(
+                ox, oy, oz, dx, dy, dz, centers, half_xyz, cos_yaw, sin_yaw, radius,
+                candidates, n_candidates, max_range_m, ground_z,
+            )  # fmt: skip
+            k = j * n_beams + i
+            out_t[k] = t
+            out_hit[k] = hit
+            if hit == HIT_GROUND:
+                out_cos_incidence[k] = abs(dz)
+            elif hit >= 0:
+                # Outward normal of face 2a (+axis a) or 2a + 1 (-axis a), rotated by the yaw.
+                axis = face // 2
+                sign = 1.0 if face % 2 == 0 else -1.0
+                c, s = cos_yaw[hit], sin_yaw[hit]
+                if axis == 0:
+                    dot = c * dx + s * dy
+                elif axis == 1:
+                    dot = -s * dx + c * dy
+                else:
+                    dot = dz
+                out_cos_incidence[k] = abs(sign * dot)
+            else:
+                out_cos_incidence[k] = 0.0
 
 
 def _intensity(
@@ -163,22 +231,31 @@ def simulate_sweep(
             0..255, beam index), in firing order (azimuth-major).
         box_index: (P,) int32 scene box hit by each point, -2 for the ground.
     """
-    directions_lidar, ring = beam_directions_lidar(lidar)
-    directions_global = global_SE3_lidar.rotate_vectors(directions_lidar)
-    range_m, hit, face, _ = cast_rays_with_faces(
-        global_SE3_lidar.translation, directions_global, boxes, lidar.max_range_m, ground_z
+    directions_lidar, ring, azimuth_rad = _validated_layout(lidar)
+    n_rays = len(directions_lidar)
+    range_m = np.empty(n_rays, np.float64)
+    hit = np.empty(n_rays, np.int32)
+    cos_incidence = np.empty(n_rays, np.float64)
+    _sweep_kernel(
+        np.ascontiguousarray(global_SE3_lidar.translation),
+        np.ascontiguousarray(global_SE3_lidar.rotation),
+        azimuth_rad,
+        np.radians(np.asarray(lidar.beam_elevation_deg, dtype=np.float64)),
+        *box_arrays(boxes),
+        float(lidar.max_range_m),
+        float(ground_z),
+        range_m,
+        hit,
+        cos_incidence,
     )
-    n_rays = len(range_m)
     # Draw every random number for every ray, hit or not, so the stream does not depend on the
     # scene beyond its ray count.
     keep_draw = rng.random(n_rays)
     range_noise = rng.standard_normal(n_rays)
     intensity_noise = rng.standard_normal(n_rays)
     keep = (hit != HIT_NOTHING) & (keep_draw >= noise.dropout_prob)
-    hit, face = hit[keep], face[keep]
-    normals = _surface_normals_global(hit, face, boxes)
-    cos_incidence = np.abs((normals * directions_global[keep]).sum(axis=1))
-    intensity = _intensity(hit, cos_incidence, boxes, reflectance)
+    hit = hit[keep]
+    intensity = _intensity(hit, cos_incidence[keep], boxes, reflectance)
     intensity = intensity * (1.0 + noise.intensity_sigma_frac * intensity_noise[keep])
     intensity = np.clip(np.rint(intensity), 0, 255)
     noisy_range_m = np.maximum(range_m[keep] + noise.range_sigma_m * range_noise[keep], 0.0)

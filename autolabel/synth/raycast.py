@@ -227,58 +227,78 @@ def _slab_entry(ox, oy, oz, dx, dy, dz, hx, hy, hz, t_min):
     return t_enter, face
 
 
+@njit(cache=True, inline="always")
+def _nearest_hit(
+    ox, oy, oz, dx, dy, dz, centers, half_xyz, cos_yaw, sin_yaw, radius,
+    candidates, n_candidates, max_range_m, ground_z,
+):  # fmt: skip
+    """Nearest hit (t, hit, face) of the ray ``o + t d`` (unit d) among ``candidates[:n]`` boxes.
+
+    ``candidates`` must list box indices in increasing order (ties go to the lower index).
+    """
+    best_t = np.inf
+    best_hit = HIT_NOTHING
+    best_face = FACE_NONE
+    if dz < 0.0 and oz > ground_z:
+        t_ground = (ground_z - oz) / dz
+        if t_ground <= max_range_m:
+            best_t = t_ground
+            best_hit = HIT_GROUND
+            best_face = FACE_GROUND
+    for j in range(n_candidates):
+        b = candidates[j]
+        px = centers[b, 0] - ox
+        py = centers[b, 1] - oy
+        pz = centers[b, 2] - oz
+        # Bounding-sphere rejection: the box lies within ``radius`` of its centre.
+        along = px * dx + py * dy + pz * dz
+        r = radius[b]
+        if along + r < 0.0 or along - r > best_t or along - r > max_range_m:
+            continue
+        if px * px + py * py + pz * pz - along * along > r * r:
+            continue
+        c, s = cos_yaw[b], sin_yaw[b]
+        # Origin and direction in the box frame (rotate by -yaw about z).
+        lox = -(c * px + s * py)
+        loy = -(-s * px + c * py)
+        ldx = c * dx + s * dy
+        ldy = -s * dx + c * dy
+        t, face = _slab_entry(
+            lox, loy, -pz, ldx, ldy, dz, half_xyz[b, 0], half_xyz[b, 1], half_xyz[b, 2], 0.0
+        )
+        if t > max_range_m:
+            continue
+        if t < best_t or (t == best_t and best_hit == HIT_GROUND):
+            best_t = t
+            best_hit = b
+            best_face = face
+    return best_t, best_hit, best_face
+
+
 @njit(cache=True)
 def _cast_rays_kernel(
     origins, directions, centers, half_xyz, cos_yaw, sin_yaw, radius, max_range_m, ground_z,
     out_t, out_hit, out_face,
 ):  # fmt: skip
     """Nearest hit of each ray ``origins[i] + t directions[i]`` (unit directions), t in metres."""
-    n_rays = origins.shape[0]
     n_boxes = centers.shape[0]
-    for i in range(n_rays):
-        ox, oy, oz = origins[i, 0], origins[i, 1], origins[i, 2]
-        dx, dy, dz = directions[i, 0], directions[i, 1], directions[i, 2]
-        best_t = np.inf
-        best_hit = HIT_NOTHING
-        best_face = FACE_NONE
-        if dz < 0.0 and oz > ground_z:
-            t_ground = (ground_z - oz) / dz
-            if t_ground <= max_range_m:
-                best_t = t_ground
-                best_hit = HIT_GROUND
-                best_face = FACE_GROUND
-        for b in range(n_boxes):
-            px = centers[b, 0] - ox
-            py = centers[b, 1] - oy
-            pz = centers[b, 2] - oz
-            # Bounding-sphere rejection: the box lies within ``radius`` of its centre.
-            along = px * dx + py * dy + pz * dz
-            r = radius[b]
-            if along + r < 0.0 or along - r > best_t or along - r > max_range_m:
-                continue
-            if px * px + py * py + pz * pz - along * along > r * r:
-                continue
-            c, s = cos_yaw[b], sin_yaw[b]
-            # Origin and direction in the box frame (rotate by -yaw about z).
-            lox = -(c * px + s * py)
-            loy = -(-s * px + c * py)
-            ldx = c * dx + s * dy
-            ldy = -s * dx + c * dy
-            t, face = _slab_entry(
-                lox, loy, -pz, ldx, ldy, dz, half_xyz[b, 0], half_xyz[b, 1], half_xyz[b, 2], 0.0
-            )
-            if t > max_range_m:
-                continue
-            if t < best_t or (t == best_t and best_hit == HIT_GROUND):
-                best_t = t
-                best_hit = b
-                best_face = face
-        out_t[i] = best_t
-        out_hit[i] = best_hit
-        out_face[i] = best_face
+    all_boxes = np.arange(n_boxes)
+    for i in range(origins.shape[0]):
+        t, hit, face = _nearest_hit(
+            origins[i, 0], origins[i, 1], origins[i, 2],
+            directions[i, 0], directions[i, 1], directions[i, 2],
+            centers, half_xyz, cos_yaw, sin_yaw, radius, all_boxes, n_boxes, max_range_m, ground_z,
+        )  # fmt: skip
+        out_t[i] = t
+        out_hit[i] = hit
+        out_face[i] = face
 
 
-def _box_arrays(boxes: SceneBoxes) -> tuple[np.ndarray, ...]:
+def box_arrays(boxes: SceneBoxes) -> tuple[np.ndarray, ...]:
+    """Kernel inputs: centers (B, 3), half extents xyz (B, 3), cos yaw, sin yaw, radius (B,).
+
+    ``radius`` bounds each box: every point of box b lies within ``radius[b]`` of its centre.
+    """
     half = boxes.half_extents_xyz()
     return (
         np.ascontiguousarray(boxes.center),
@@ -324,7 +344,7 @@ def cast_rays_with_faces(
     hit = np.empty(n, np.int32)
     face = np.empty(n, np.int8)
     _cast_rays_kernel(
-        orig, unit, *_box_arrays(boxes), float(max_range_m), float(ground_z), t, hit, face
+        orig, unit, *box_arrays(boxes), float(max_range_m), float(ground_z), t, hit, face
     )
     return t, hit, face, unit
 
