@@ -12,18 +12,16 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import numpy as np
-from numba import njit
 
 from autolabel.sensors import LidarCalibration
 from autolabel.synth.raycast import (
-    HIT_GROUND,
     HIT_NOTHING,
     PART_BODY,
     PART_FACE,
     PART_PLATE,
     SceneBoxes,
-    _nearest_hit,
     box_arrays,
+    sweep_kernel,
 )
 from calib.se3 import SE3
 
@@ -121,71 +119,6 @@ def _beam_layout(elevation_deg: tuple[float, ...], step_deg: float):
     return directions, ring, azimuth
 
 
-@njit(cache=True)
-def _sweep_kernel(
-    origin, global_R_lidar, azimuth_rad, elevation_rad,
-    centers, half_xyz, cos_yaw, sin_yaw, radius, max_range_m, ground_z,
-    out_t, out_hit, out_cos_incidence,
-):  # fmt: skip
-    """Cast every ray of a sweep (azimuth-major); per azimuth only the boxes near its half-plane.
-
-    The beams of one azimuth lie in the half-plane spanned by the LiDAR's z axis and its
-    horizontal heading there; a box whose bounding sphere misses that half-plane cannot be hit by
-    any of them, which culls most boxes before the per-ray tests.
-    """
-    n_boxes = centers.shape[0]
-    n_beams = elevation_rad.shape[0]
-    ox, oy, oz = origin[0], origin[1], origin[2]
-    zx, zy, zz = global_R_lidar[0, 2], global_R_lidar[1, 2], global_R_lidar[2, 2]
-    cos_el = np.cos(elevation_rad)
-    sin_el = np.sin(elevation_rad)
-    candidates = np.empty(n_boxes, np.int64)
-    for j in range(azimuth_rad.shape[0]):
-        ca, sa = np.cos(azimuth_rad[j]), np.sin(azimuth_rad[j])
-        # Heading h = R (ca, sa, 0) and the half-plane's normal n = R (-sa, ca, 0), global frame.
-        hx = global_R_lidar[0, 0] * ca + global_R_lidar[0, 1] * sa
-        hy = global_R_lidar[1, 0] * ca + global_R_lidar[1, 1] * sa
-        hz = global_R_lidar[2, 0] * ca + global_R_lidar[2, 1] * sa
-        nx = -global_R_lidar[0, 0] * sa + global_R_lidar[0, 1] * ca
-        ny = -global_R_lidar[1, 0] * sa + global_R_lidar[1, 1] * ca
-        nz = -global_R_lidar[2, 0] * sa + global_R_lidar[2, 1] * ca
-        n_candidates = 0
-        for b in range(n_boxes):
-            px, py, pz = centers[b, 0] - ox, centers[b, 1] - oy, centers[b, 2] - oz
-            r = radius[b]
-            if abs(px * nx + py * ny + pz * nz) > r or px * hx + py * hy + pz * hz < -r:
-                continue
-            candidates[n_candidates] = b
-            n_candidates += 1
-        for i in range(n_beams):
-            dx = cos_el[i] * hx + sin_el[i] * zx
-            dy = cos_el[i] * hy + sin_el[i] * zy
-            dz = cos_el[i] * hz + sin_el[i] * zz
-            t, hit, face = _nearest_hit(
-                ox, oy, oz, dx, dy, dz, centers, half_xyz, cos_yaw, sin_yaw, radius,
-                candidates, n_candidates, max_range_m, ground_z,
-            )  # fmt: skip
-            k = j * n_beams + i
-            out_t[k] = t
-            out_hit[k] = hit
-            if hit == HIT_GROUND:
-                out_cos_incidence[k] = abs(dz)
-            elif hit >= 0:
-                # Outward normal of face 2a (+axis a) or 2a + 1 (-axis a), rotated by the yaw.
-                axis = face // 2
-                sign = 1.0 if face % 2 == 0 else -1.0
-                c, s = cos_yaw[hit], sin_yaw[hit]
-                if axis == 0:
-                    dot = c * dx + s * dy
-                elif axis == 1:
-                    dot = -s * dx + c * dy
-                else:
-                    dot = dz
-                out_cos_incidence[k] = abs(sign * dot)
-            else:
-                out_cos_incidence[k] = 0.0
-
-
 def _intensity(
     hit: np.ndarray,
     cos_incidence: np.ndarray,
@@ -236,7 +169,7 @@ def simulate_sweep(
     range_m = np.empty(n_rays, np.float64)
     hit = np.empty(n_rays, np.int32)
     cos_incidence = np.empty(n_rays, np.float64)
-    _sweep_kernel(
+    sweep_kernel(
         np.ascontiguousarray(global_SE3_lidar.translation),
         np.ascontiguousarray(global_SE3_lidar.rotation),
         azimuth_rad,

@@ -2,8 +2,10 @@
 
 A scene at one instant is a ``SceneBoxes`` (plain arrays in the global frame) plus the ground
 plane ``z = ground_z``. ``cast_rays`` finds the nearest hit of each ray with an exact slab test in
-each box's own frame; the camera renderer (``render.py``) and the LiDAR simulator
-(``lidar_sim.py``) share the numba kernels defined here.
+each box's own frame. The numba kernels of the camera renderer (``render.py``: ``render_kernel``)
+and of the LiDAR simulator (``lidar_sim.py``: ``sweep_kernel``) are defined here as well, beside the
+slab test they inline, because numba's on-disk cache of a kernel is invalidated only when the
+kernel's own file changes.
 
 Conventions shared by every caster here:
 
@@ -371,3 +373,162 @@ def cast_rays(
     """
     t, hit, _, _ = cast_rays_with_faces(origins, directions, boxes, max_range_m, ground_z)
     return t, hit
+
+
+@njit(cache=True)
+def render_kernel(
+    origin, ray_a, ray_b, ray_c, near_m,
+    centers, half_xyz, cos_yaw, sin_yaw, rects, colours, shade,
+    ground_z, tex, tex_origin, tex_res, outside_rgb, sky_horizon, sky_zenith,
+    image, box_index, depth, face, unoccluded,
+):  # fmt: skip
+    """Fill image, box_index, depth (float64 z-buffer) and face; count unoccluded pixels.
+
+    The ray of pixel (u, v) is ``origin + s (ray_a + (u + .5) ray_b + (v + .5) ray_c)`` in the
+    global frame, with the direction scaled so that s is the depth along the optical axis.
+    """
+    height, width = box_index.shape
+    ox, oy, oz = origin[0], origin[1], origin[2]
+    tex_h, tex_w = tex.shape[0], tex.shape[1]
+    above_ground = oz > ground_z
+    # Ground and sky.
+    for v in range(height):
+        vc = v + 0.5
+        rx = ray_a[0] + vc * ray_c[0]
+        ry = ray_a[1] + vc * ray_c[1]
+        rz = ray_a[2] + vc * ray_c[2]
+        for u in range(width):
+            uc = u + 0.5
+            dz = rz + uc * ray_b[2]
+            if above_ground and dz < 0.0:
+                s = (ground_z - oz) / dz
+                if s >= near_m:
+                    gx = ox + s * (rx + uc * ray_b[0])
+                    gy = oy + s * (ry + uc * ray_b[1])
+                    col = np.floor((gx - tex_origin[0]) / tex_res)
+                    row = np.floor((gy - tex_origin[1]) / tex_res)
+                    if 0 <= row < tex_h and 0 <= col < tex_w:
+                        ir, ic = int(row), int(col)
+                        for k in range(3):
+                            image[v, u, k] = tex[ir, ic, k]
+                    else:
+                        for k in range(3):
+                            image[v, u, k] = outside_rgb[k]
+                    depth[v, u] = s
+                    box_index[v, u] = HIT_GROUND
+                    face[v, u] = FACE_NONE
+                    continue
+            dx = rx + uc * ray_b[0]
+            dy = ry + uc * ray_b[1]
+            sin_elev = dz / np.sqrt(dx * dx + dy * dy + dz * dz)
+            w = min(1.0, max(0.0, 2.0 * sin_elev))
+            for k in range(3):
+                image[v, u, k] = np.uint8(sky_horizon[k] * (1.0 - w) + sky_zenith[k] * w + 0.5)
+            depth[v, u] = np.inf
+            box_index[v, u] = HIT_NOTHING
+            face[v, u] = FACE_NONE
+    # Boxes, each against the pixels of its screen rectangle, z-buffered.
+    for b in range(centers.shape[0]):
+        u0, v0, u1, v1 = rects[b, 0], rects[b, 1], rects[b, 2], rects[b, 3]
+        if u1 <= u0 or v1 <= v0:
+            continue
+        c, s_ = cos_yaw[b], sin_yaw[b]
+        px, py, pz = ox - centers[b, 0], oy - centers[b, 1], oz - centers[b, 2]
+        lox, loy, loz = c * px + s_ * py, -s_ * px + c * py, pz
+        la0, la1, la2 = c * ray_a[0] + s_ * ray_a[1], -s_ * ray_a[0] + c * ray_a[1], ray_a[2]
+        lb0, lb1, lb2 = c * ray_b[0] + s_ * ray_b[1], -s_ * ray_b[0] + c * ray_b[1], ray_b[2]
+        lc0, lc1, lc2 = c * ray_c[0] + s_ * ray_c[1], -s_ * ray_c[0] + c * ray_c[1], ray_c[2]
+        hx, hy, hz = half_xyz[b, 0], half_xyz[b, 1], half_xyz[b, 2]
+        count = 0
+        for v in range(v0, v1):
+            vc = v + 0.5
+            rx = la0 + vc * lc0
+            ry = la1 + vc * lc1
+            rz = la2 + vc * lc2
+            for u in range(u0, u1):
+                uc = u + 0.5
+                t, f = _slab_entry(
+                    lox, loy, loz, rx + uc * lb0, ry + uc * lb1, rz + uc * lb2, hx, hy, hz, near_m
+                )
+                if t == np.inf:
+                    continue
+                count += 1
+                current = depth[v, u]
+                if t < current or (t == current and box_index[v, u] == HIT_GROUND):
+                    depth[v, u] = t
+                    box_index[v, u] = b
+                    face[v, u] = f
+        unoccluded[b] = count
+    # Colour of the box pixels.
+    for v in range(height):
+        for u in range(width):
+            b = box_index[v, u]
+            if b >= 0:
+                k_shade = shade[b, face[v, u]]
+                for k in range(3):
+                    image[v, u, k] = np.uint8(min(255.0, colours[b, k] * k_shade + 0.5))
+
+
+@njit(cache=True)
+def sweep_kernel(
+    origin, global_R_lidar, azimuth_rad, elevation_rad,
+    centers, half_xyz, cos_yaw, sin_yaw, radius, max_range_m, ground_z,
+    out_t, out_hit, out_cos_incidence,
+):  # fmt: skip
+    """Cast every ray of a sweep (azimuth-major); per azimuth only the boxes near its half-plane.
+
+    The beams of one azimuth lie in the half-plane spanned by the LiDAR's z axis and its
+    horizontal heading there; a box whose bounding sphere misses that half-plane cannot be hit by
+    any of them, which culls most boxes before the per-ray tests.
+    """
+    n_boxes = centers.shape[0]
+    n_beams = elevation_rad.shape[0]
+    ox, oy, oz = origin[0], origin[1], origin[2]
+    zx, zy, zz = global_R_lidar[0, 2], global_R_lidar[1, 2], global_R_lidar[2, 2]
+    cos_el = np.cos(elevation_rad)
+    sin_el = np.sin(elevation_rad)
+    candidates = np.empty(n_boxes, np.int64)
+    for j in range(azimuth_rad.shape[0]):
+        ca, sa = np.cos(azimuth_rad[j]), np.sin(azimuth_rad[j])
+        # Heading h = R (ca, sa, 0) and the half-plane's normal n = R (-sa, ca, 0), global frame.
+        hx = global_R_lidar[0, 0] * ca + global_R_lidar[0, 1] * sa
+        hy = global_R_lidar[1, 0] * ca + global_R_lidar[1, 1] * sa
+        hz = global_R_lidar[2, 0] * ca + global_R_lidar[2, 1] * sa
+        nx = -global_R_lidar[0, 0] * sa + global_R_lidar[0, 1] * ca
+        ny = -global_R_lidar[1, 0] * sa + global_R_lidar[1, 1] * ca
+        nz = -global_R_lidar[2, 0] * sa + global_R_lidar[2, 1] * ca
+        n_candidates = 0
+        for b in range(n_boxes):
+            px, py, pz = centers[b, 0] - ox, centers[b, 1] - oy, centers[b, 2] - oz
+            r = radius[b]
+            if abs(px * nx + py * ny + pz * nz) > r or px * hx + py * hy + pz * hz < -r:
+                continue
+            candidates[n_candidates] = b
+            n_candidates += 1
+        for i in range(n_beams):
+            dx = cos_el[i] * hx + sin_el[i] * zx
+            dy = cos_el[i] * hy + sin_el[i] * zy
+            dz = cos_el[i] * hz + sin_el[i] * zz
+            t, hit, face = _nearest_hit(
+                ox, oy, oz, dx, dy, dz, centers, half_xyz, cos_yaw, sin_yaw, radius,
+                candidates, n_candidates, max_range_m, ground_z,
+            )  # fmt: skip
+            k = j * n_beams + i
+            out_t[k] = t
+            out_hit[k] = hit
+            if hit == HIT_GROUND:
+                out_cos_incidence[k] = abs(dz)
+            elif hit >= 0:
+                # Outward normal of face 2a (+axis a) or 2a + 1 (-axis a), rotated by the yaw.
+                axis = face // 2
+                sign = 1.0 if face % 2 == 0 else -1.0
+                c, s = cos_yaw[hit], sin_yaw[hit]
+                if axis == 0:
+                    dot = c * dx + s * dy
+                elif axis == 1:
+                    dot = -s * dx + c * dy
+                else:
+                    dot = dz
+                out_cos_incidence[k] = abs(sign * dot)
+            else:
+                out_cos_incidence[k] = 0.0

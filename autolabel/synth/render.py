@@ -9,7 +9,10 @@ The renderer tests each box only against the pixels of its screen rectangle (fro
 ``box_2d_from_corners``, which clips boxes crossing the near plane), with a z-buffer along the
 optical axis; the ground is a ray-plane intersection per pixel with a texture lookup, and rays that
 hit nothing see a sky gradient. Box bodies are Lambert-shaded from a fixed sun so boxes read as 3D;
-faces and plates keep their flat colour. Rendering is deterministic and single-threaded.
+faces and plates keep their flat colour. Surfaces nearer than ``NEAR_PLANE_M`` (0.1 m) along the
+optical axis are clipped away, and a box around the camera is invisible from inside (as in
+``raycast``). Rendering is deterministic and single-threaded; the numba kernel is
+``raycast.render_kernel``.
 """
 
 from __future__ import annotations
@@ -17,17 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from autolabel.sensors import CameraCalibration
 from autolabel.synth.raycast import (
-    FACE_NONE,
-    HIT_GROUND,
-    HIT_NOTHING,
     PART_BODY,
     GroundTexture,
     SceneBoxes,
-    _slab_entry,
+    render_kernel,
 )
 from calib.projection import NEAR_PLANE_M, box_2d_from_corners
 from calib.se3 import SE3
@@ -110,100 +109,6 @@ def screen_rectangles(
     return rects
 
 
-@njit(cache=True)
-def _render_kernel(
-    origin, ray_a, ray_b, ray_c, near_m,
-    centers, half_xyz, cos_yaw, sin_yaw, rects, colours, shade,
-    ground_z, tex, tex_origin, tex_res, outside_rgb, sky_horizon, sky_zenith,
-    image, box_index, depth, face, unoccluded,
-):  # fmt: skip
-    """Fill image, box_index, depth (float64 z-buffer) and face; count unoccluded pixels.
-
-    The ray of pixel (u, v) is ``origin + s (ray_a + (u + .5) ray_b + (v + .5) ray_c)`` in the
-    global frame, with the direction scaled so that s is the depth along the optical axis.
-    """
-    height, width = box_index.shape
-    ox, oy, oz = origin[0], origin[1], origin[2]
-    tex_h, tex_w = tex.shape[0], tex.shape[1]
-    above_ground = oz > ground_z
-    # Ground and sky.
-    for v in range(height):
-        vc = v + 0.5
-        rx = ray_a[0] + vc * ray_c[0]
-        ry = ray_a[1] + vc * ray_c[1]
-        rz = ray_a[2] + vc * ray_c[2]
-        for u in range(width):
-            uc = u + 0.5
-            dz = rz + uc * ray_b[2]
-            if above_ground and dz < 0.0:
-                s = (ground_z - oz) / dz
-                if s >= near_m:
-                    gx = ox + s * (rx + uc * ray_b[0])
-                    gy = oy + s * (ry + uc * ray_b[1])
-                    col = np.floor((gx - tex_origin[0]) / tex_res)
-                    row = np.floor((gy - tex_origin[1]) / tex_res)
-                    if 0 <= row < tex_h and 0 <= col < tex_w:
-                        ir, ic = int(row), int(col)
-                        for k in range(3):
-                            image[v, u, k] = tex[ir, ic, k]
-                    else:
-                        for k in range(3):
-                            image[v, u, k] = outside_rgb[k]
-                    depth[v, u] = s
-                    box_index[v, u] = HIT_GROUND
-                    face[v, u] = FACE_NONE
-                    continue
-            dx = rx + uc * ray_b[0]
-            dy = ry + uc * ray_b[1]
-            sin_elev = dz / np.sqrt(dx * dx + dy * dy + dz * dz)
-            w = min(1.0, max(0.0, 2.0 * sin_elev))
-            for k in range(3):
-                image[v, u, k] = np.uint8(sky_horizon[k] * (1.0 - w) + sky_zenith[k] * w + 0.5)
-            depth[v, u] = np.inf
-            box_index[v, u] = HIT_NOTHING
-            face[v, u] = FACE_NONE
-    # Boxes, each against the pixels of its screen rectangle, z-buffered.
-    for b in range(centers.shape[0]):
-        u0, v0, u1, v1 = rects[b, 0], rects[b, 1], rects[b, 2], rects[b, 3]
-        if u1 <= u0 or v1 <= v0:
-            continue
-        c, s_ = cos_yaw[b], sin_yaw[b]
-        px, py, pz = ox - centers[b, 0], oy - centers[b, 1], oz - centers[b, 2]
-        lox, loy, loz = c * px + s_ * py, -s_ * px + c * py, pz
-        la0, la1, la2 = c * ray_a[0] + s_ * ray_a[1], -s_ * ray_a[0] + c * ray_a[1], ray_a[2]
-        lb0, lb1, lb2 = c * ray_b[0] + s_ * ray_b[1], -s_ * ray_b[0] + c * ray_b[1], ray_b[2]
-        lc0, lc1, lc2 = c * ray_c[0] + s_ * ray_c[1], -s_ * ray_c[0] + c * ray_c[1], ray_c[2]
-        hx, hy, hz = half_xyz[b, 0], half_xyz[b, 1], half_xyz[b, 2]
-        count = 0
-        for v in range(v0, v1):
-            vc = v + 0.5
-            rx = la0 + vc * lc0
-            ry = la1 + vc * lc1
-            rz = la2 + vc * lc2
-            for u in range(u0, u1):
-                uc = u + 0.5
-                t, f = _slab_entry(
-                    lox, loy, loz, rx + uc * lb0, ry + uc * lb1, rz + uc * lb2, hx, hy, hz, near_m
-                )
-                if t == np.inf:
-                    continue
-                count += 1
-                current = depth[v, u]
-                if t < current or (t == current and box_index[v, u] == HIT_GROUND):
-                    depth[v, u] = t
-                    box_index[v, u] = b
-                    face[v, u] = f
-        unoccluded[b] = count
-    # Colour of the box pixels.
-    for v in range(height):
-        for u in range(width):
-            b = box_index[v, u]
-            if b >= 0:
-                k_shade = shade[b, face[v, u]]
-                for k in range(3):
-                    image[v, u, k] = np.uint8(min(255.0, colours[b, k] * k_shade + 0.5))
-
-
 def render_camera(
     camera: CameraCalibration,
     global_SE3_camera: SE3,
@@ -242,7 +147,7 @@ def render_camera(
     depth = np.empty((height, width), np.float64)
     face = np.empty((height, width), np.int8)
     unoccluded = np.zeros(n, np.int64)
-    _render_kernel(
+    render_kernel(
         np.ascontiguousarray(global_SE3_camera.translation),
         ray_a,
         ray_b,
