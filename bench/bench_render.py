@@ -30,36 +30,38 @@ from calib.se3 import SE3
 
 
 def street_scene(seed: int = 0) -> tuple[SceneBoxes, GroundTexture]:
-    """20 buildings along a 200 m street, 30 vehicles (body + windscreen + plate), 10 people."""
+    """20 buildings (scenery) along a 200 m street, 10 vehicles of 3 boxes (body, windscreen,
+    plate), 10 pedestrians: 60 boxes, 20 annotated objects."""
     rng = np.random.default_rng(seed)
-    centers, sizes, yaws, parts = [], [], [], []
+    centers, sizes, yaws, parts, owners = [], [], [], [], []
 
-    def add(center, size_wlh, yaw, part=0):
+    def add(center, size_wlh, yaw, part=0, owner=-1):
         centers.append(center)
         sizes.append(size_wlh)
         yaws.append(yaw)
         parts.append(part)
+        owners.append(owner)
 
     for side in (-1.0, 1.0):
         for x in np.linspace(-80.0, 80.0, 10):
             w, length, h = rng.uniform(10, 18), rng.uniform(12, 16), rng.uniform(8, 30)
             add([x, side * (12.0 + w / 2), h / 2], [w, length, h], rng.uniform(-0.05, 0.05))
-    for _ in range(10):
+    for obj in range(10):
         x, y, yaw = rng.uniform(-60, 60), rng.uniform(-11, 11), rng.uniform(-np.pi, np.pi)
         x = x if abs(x) > 4 or abs(y) > 3 else x + 8
-        add([x, y, 1.3], [2.0, 4.6, 1.6], yaw)  # body
+        add([x, y, 1.3], [2.0, 4.6, 1.6], yaw, 0, obj)  # body
         c, s = np.cos(yaw), np.sin(yaw)
-        add([x + 1.0 * c, y + 1.0 * s, 1.85], [1.6, 0.9, 0.5], yaw, 1)  # windscreen
-        add([x + 2.31 * c, y + 2.31 * s, 0.5], [0.5, 0.02, 0.12], yaw, 2)  # plate
-    for _ in range(10):
-        add([rng.uniform(-40, 40), rng.uniform(-11, 11), 0.88], [0.6, 0.5, 1.75], 0.0)
+        add([x + 1.0 * c, y + 1.0 * s, 1.85], [1.6, 0.9, 0.5], yaw, 1, obj)  # windscreen
+        add([x + 2.31 * c, y + 2.31 * s, 0.5], [0.5, 0.02, 0.12], yaw, 2, obj)  # plate
+    for obj in range(10, 20):
+        add([rng.uniform(-40, 40), rng.uniform(-11, 11), 0.88], [0.6, 0.5, 1.75], 0.0, 0, obj)
     n = len(centers)
     boxes = SceneBoxes(
         np.array(centers),
         np.array(sizes),
         np.array(yaws),
         rng.integers(30, 230, (n, 3)).astype(np.uint8),
-        np.arange(n, dtype=np.int32),
+        np.array(owners, np.int32),
         np.array(parts, np.int8),
     )
     texture = rng.integers(60, 140, (1000, 1000, 3)).astype(np.uint8)
@@ -71,8 +73,9 @@ def render_camera_numpy(camera, global_SE3_camera: SE3, boxes: SceneBoxes, groun
     w, h = camera.width_px, camera.height_px
     k_inv = np.linalg.inv(camera.intrinsic)
     u, v = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
-    d_camera = np.stack([u, v, np.ones_like(u)], axis=-1) @ k_inv.T
-    d = d_camera @ global_SE3_camera.rotation.T  # (H, W, 3), camera z = 1
+    # einsum rather than matmul: no multi-threaded BLAS, so CPU time compares like with like.
+    d_camera = np.einsum("hwj,ij->hwi", np.stack([u, v, np.ones_like(u)], axis=-1), k_inv)
+    d = np.einsum("hwj,ij->hwi", d_camera, global_SE3_camera.rotation)  # (H, W, 3), camera z = 1
     o = global_SE3_camera.translation
     depth = np.full((h, w), np.inf)
     index = np.full((h, w), HIT_NOTHING, np.int32)
@@ -103,7 +106,7 @@ def render_camera_numpy(camera, global_SE3_camera: SE3, boxes: SceneBoxes, groun
         c, s = np.cos(boxes.yaw[b]), np.sin(boxes.yaw[b])
         to_box = np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
         lo = to_box @ (o - boxes.center[b])
-        ld = d[v0:v1, u0:u1] @ to_box.T
+        ld = np.einsum("hwj,ij->hwi", d[v0:v1, u0:u1], to_box)
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = 1.0 / ld
             t1 = (-half[b] - lo) * inv
@@ -133,6 +136,14 @@ def render_camera_numpy(camera, global_SE3_camera: SE3, boxes: SceneBoxes, groun
     return image, index, depth.astype(np.float32)
 
 
+def per_call_seconds(fn, repeats: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per call of ``fn()``; CPU time is robust on a shared machine."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - wall) / repeats, (time.process_time() - cpu) / repeats
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="renders of each of the 6 cameras")
@@ -142,67 +153,70 @@ def main() -> None:
     rig = load_rig("nuscenes")
     boxes, ground = street_scene()
     global_SE3_ego = SE3(np.eye(3), np.array([0.0, -2.0, 0.0]))
-    poses = [global_SE3_ego.compose(cam.ego_SE3_camera) for cam in rig.cameras]
+    views = [(cam, global_SE3_ego.compose(cam.ego_SE3_camera)) for cam in rig.cameras]
     cam0 = rig.cameras[0]
-    print(f"scene: {len(boxes)} boxes (20 buildings), {cam0.width_px}x{cam0.height_px} images")
-
-    for cam, pose in zip(
-        rig.cameras, poses, strict=True
-    ):  # JIT warm-up (cached after the first run)
+    print(
+        f"scene: {len(boxes)} boxes (20 buildings), {cam0.width_px}x{cam0.height_px} images, "
+        f"{len(views)} cameras; times per image, wall / CPU (one thread)"
+    )
+    for cam, pose in views:  # JIT warm-up (and compile-cache load)
         render_camera(cam, pose, boxes, ground)
-    start = time.perf_counter()
-    for _ in range(args.repeats):
-        for cam, pose in zip(rig.cameras, poses, strict=True):
-            result = render_camera(cam, pose, boxes, ground)
-    numba_s = (time.perf_counter() - start) / (args.repeats * len(rig.cameras))
 
-    start = time.perf_counter()
-    for _ in range(args.numpy_repeats):
-        for cam, pose in zip(rig.cameras, poses, strict=True):
-            render_camera_numpy(cam, pose, boxes, ground)
-    numpy_s = (time.perf_counter() - start) / (args.numpy_repeats * len(rig.cameras))
+    def render_all(renderer):
+        return lambda: [renderer(cam, pose, boxes, ground) for cam, pose in views]
 
-    # Same algorithm, different rounding order: expect equal pixels up to float noise at edges.
-    same_index, same_colour, depth_rel = [], [], []
-    for cam, pose in zip(rig.cameras, poses, strict=True):
+    numba_wall, numba_cpu = per_call_seconds(render_all(render_camera), args.repeats)
+    numpy_wall, numpy_cpu = per_call_seconds(render_all(render_camera_numpy), args.numpy_repeats)
+    n = len(views)
+    print(
+        f"numba render: {numba_wall / n * 1e3:.1f} / {numba_cpu / n * 1e3:.1f} ms, "
+        f"{n / numba_cpu:.1f} images/s (CPU)"
+    )
+    print(
+        f"numpy render: {numpy_wall / n * 1e3:.1f} / {numpy_cpu / n * 1e3:.1f} ms, "
+        f"{n / numpy_cpu:.2f} images/s (CPU)"
+    )
+    print(f"speed-up numba / numpy (CPU time): {numpy_cpu / numba_cpu:.1f}x")
+
+    # Same algorithm in a different arithmetic order: expect equal pixels but for float noise.
+    same_index, same_colour, depth_rel, on_boxes = [], [], [], []
+    for cam, pose in views:
         fast = render_camera(cam, pose, boxes, ground)
         image, index, depth = render_camera_numpy(cam, pose, boxes, ground)
         same_index.append((fast.box_index == index).mean())
         same_colour.append((fast.image == image).all(axis=-1).mean())
         both = np.isfinite(depth) & (fast.box_index == index)
         depth_rel.append(np.max(np.abs(fast.depth_m[both] / depth[both] - 1.0)))
-    print(f"numba render: {numba_s * 1e3:.1f} ms/image, {1.0 / numba_s:.1f} images/s")
-    print(f"numpy render: {numpy_s * 1e3:.1f} ms/image, {1.0 / numpy_s:.2f} images/s")
-    print(f"speed-up numba / numpy: {numpy_s / numba_s:.1f}x")
+        on_boxes.append((fast.box_index >= 0).mean())
     print(
         f"numba vs numpy: same box_index on {min(same_index):.6f}, same colour on "
         f"{min(same_colour):.6f} of pixels (worst camera); max relative depth difference "
-        f"{max(depth_rel):.1e}"
+        f"{max(depth_rel):.1e}; pixels on boxes {np.mean(on_boxes):.2f} (mean over cameras)"
     )
-    print(f"pixels on boxes (last camera): {(result.box_index >= 0).mean():.2f}")
 
     lidar = rig.lidar
     global_SE3_lidar = global_SE3_ego.compose(lidar.ego_SE3_lidar)
     rng = np.random.default_rng(0)
-    simulate_sweep(lidar, global_SE3_lidar, boxes, rng)
-    start = time.perf_counter()
-    for _ in range(args.sweeps):
-        points, _ = simulate_sweep(lidar, global_SE3_lidar, boxes, rng)
-    sweep_s = (time.perf_counter() - start) / args.sweeps
-    n_beams = len(lidar.beam_elevation_deg)
+    points, _ = simulate_sweep(lidar, global_SE3_lidar, boxes, rng)
+    sweep_wall, sweep_cpu = per_call_seconds(
+        lambda: simulate_sweep(lidar, global_SE3_lidar, boxes, rng), args.sweeps
+    )
     # Reference: the same rays through the general caster (every box tested against every ray).
     directions_global = global_SE3_lidar.rotate_vectors(beam_directions_lidar(lidar)[0])
-    start = time.perf_counter()
-    for _ in range(args.sweeps):
-        cast_rays(global_SE3_lidar.translation, directions_global, boxes, lidar.max_range_m)
-    cast_s = (time.perf_counter() - start) / args.sweeps
+    cast_wall, cast_cpu = per_call_seconds(
+        lambda: cast_rays(
+            global_SE3_lidar.translation, directions_global, boxes, lidar.max_range_m
+        ),
+        args.sweeps,
+    )
+    n_beams = len(lidar.beam_elevation_deg)
     print(
         f"lidar sweep ({n_beams} beams x {lidar.azimuth_step_deg} deg, {len(points)} points): "
-        f"{sweep_s * 1e3:.1f} ms/sweep, {1.0 / sweep_s:.1f} sweeps/s"
+        f"{sweep_wall * 1e3:.1f} / {sweep_cpu * 1e3:.1f} ms, {1.0 / sweep_cpu:.1f} sweeps/s (CPU)"
     )
     print(
-        f"cast_rays on the same rays (no per-azimuth culling, no noise): {cast_s * 1e3:.1f} ms; "
-        f"ratio {cast_s / sweep_s:.1f}x"
+        f"cast_rays on the same rays (no per-azimuth culling, no noise): {cast_wall * 1e3:.1f} / "
+        f"{cast_cpu * 1e3:.1f} ms; ratio {cast_cpu / sweep_cpu:.1f}x (CPU)"
     )
 
 

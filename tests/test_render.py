@@ -160,6 +160,39 @@ def boxes_subset(boxes: SceneBoxes, b: int) -> SceneBoxes:
     )
 
 
+def test_owner_counts_are_unions_of_their_boxes():
+    # Object 1 is boxes 0 and 3 (overlapping on screen), object 0 is box 2, box 1 is scenery that
+    # hides part of both objects.
+    centers = [[12.0, 0.5, 1.0], [8.0, -0.5, 1.0], [15.0, -3.0, 1.0], [12.5, 1.5, 2.2]]
+    sizes = [[2.0, 4.0, 2.0], [1.0, 1.0, 2.0], [2.0, 4.0, 2.0], [1.0, 1.0, 1.0]]
+    base = scene(centers, sizes, [0.3, 0.0, -0.4, 0.8])
+    boxes = SceneBoxes(
+        base.center, base.size_wlh, base.yaw, base.colour, np.array([1, -1, 0, 1]), base.part
+    )
+    cam, g_SE3_c = camera(), pose()
+    result = render_camera(cam, g_SE3_c, boxes, PLAIN)
+    origin, d_global, _ = pixel_rays(cam, g_SE3_c)
+    assert len(result.owner_unoccluded_px) == 2
+    for owner, members in ((0, [2]), (1, [0, 3])):
+        alone = SceneBoxes.concatenate([boxes_subset(boxes, b) for b in members])
+        _, hit = cast_rays(origin, d_global, alone, 1e6, ground_z=-1e9)
+        assert result.owner_unoccluded_px[owner] == (hit >= 0).sum()
+        assert result.owner_visible_px[owner] == result.visible_px[members].sum()
+    union = result.owner_unoccluded_px[1]
+    assert max(result.unoccluded_px[[0, 3]]) < union < result.unoccluded_px[[0, 3]].sum()
+    assert (result.owner_visible_px < result.owner_unoccluded_px).all()
+
+
+def test_tie_goes_to_the_lower_index_whatever_the_owners():
+    base = scene([[10.0, 0.0, 1.0], [10.0, 0.0, 1.0]], [[2, 2, 2], [2, 2, 2]])
+    boxes = SceneBoxes(
+        base.center, base.size_wlh, base.yaw, base.colour, np.array([1, 0]), base.part
+    )
+    result = render_camera(camera(), pose(), boxes, PLAIN)
+    assert result.visible_px[0] > 0 and result.visible_px[1] == 0
+    np.testing.assert_array_equal(result.owner_unoccluded_px, result.unoccluded_px[::-1])
+
+
 def test_ground_pixel_on_the_optical_axis_of_a_pitched_camera():
     # Principal point at a pixel centre, so that pixel's ray is the optical axis, pitched 10 deg
     # down from 1.5 m: it meets the ground at distance h / sin(pitch), x = h / tan(pitch).
@@ -223,3 +256,13 @@ def test_bad_intrinsics_are_refused():
     bad = CameraCalibration("CAM_BAD", k, SE3.identity(), W, H)
     with pytest.raises(ValueError, match="CAM_BAD"):
         render_camera(bad, pose(), SceneBoxes.empty(), PLAIN)
+
+
+def test_scenery_only_scene_has_no_owner_counts():
+    base = scene([[10.0, 0.0, 1.0]], [[2, 2, 2]])
+    boxes = SceneBoxes(base.center, base.size_wlh, base.yaw, base.colour, [-1], base.part)
+    result = render_camera(camera(), pose(), boxes, PLAIN)
+    assert result.visible_px[0] > 0
+    assert len(result.owner_unoccluded_px) == 0 and len(result.owner_visible_px) == 0
+    empty = render_camera(camera(), pose(), SceneBoxes.empty(), PLAIN)
+    assert len(empty.unoccluded_px) == 0 and len(empty.owner_unoccluded_px) == 0

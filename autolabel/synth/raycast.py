@@ -380,12 +380,18 @@ def render_kernel(
     origin, ray_a, ray_b, ray_c, near_m,
     centers, half_xyz, cos_yaw, sin_yaw, rects, colours, shade,
     ground_z, tex, tex_origin, tex_res, outside_rgb, sky_horizon, sky_zenith,
-    image, box_index, depth, face, unoccluded,
+    order, owner, shared_owner, owner_stamp,
+    image, box_index, depth, face, unoccluded, owner_unoccluded,
 ):  # fmt: skip
     """Fill image, box_index, depth (float64 z-buffer) and face; count unoccluded pixels.
 
     The ray of pixel (u, v) is ``origin + s (ray_a + (u + .5) ray_b + (v + .5) ray_c)`` in the
     global frame, with the direction scaled so that s is the depth along the optical axis.
+    Boxes are visited in ``order``, which must group boxes of one owner together (owners >= 0);
+    for owners of several boxes (``shared_owner``), ``owner_stamp`` (H, W) int32 filled with -1
+    marks the last owner that counted a pixel, so ``owner_unoccluded[o]`` counts the union of
+    owner o's boxes. Which box wins a pixel does not depend on the order: the nearest, on a tie
+    the lower index.
     """
     height, width = box_index.shape
     ox, oy, oz = origin[0], origin[1], origin[2]
@@ -428,7 +434,7 @@ def render_kernel(
             box_index[v, u] = HIT_NOTHING
             face[v, u] = FACE_NONE
     # Boxes, each against the pixels of its screen rectangle, z-buffered.
-    for b in range(centers.shape[0]):
+    for b in order:
         u0, v0, u1, v1 = rects[b, 0], rects[b, 1], rects[b, 2], rects[b, 3]
         if u1 <= u0 or v1 <= v0:
             continue
@@ -439,6 +445,8 @@ def render_kernel(
         lb0, lb1, lb2 = c * ray_b[0] + s_ * ray_b[1], -s_ * ray_b[0] + c * ray_b[1], ray_b[2]
         lc0, lc1, lc2 = c * ray_c[0] + s_ * ray_c[1], -s_ * ray_c[0] + c * ray_c[1], ray_c[2]
         hx, hy, hz = half_xyz[b, 0], half_xyz[b, 1], half_xyz[b, 2]
+        o = owner[b]
+        stamp = shared_owner[b]
         count = 0
         for v in range(v0, v1):
             vc = v + 0.5
@@ -453,12 +461,19 @@ def render_kernel(
                 if t == np.inf:
                     continue
                 count += 1
+                if stamp and owner_stamp[v, u] != o:
+                    owner_stamp[v, u] = o
+                    owner_unoccluded[o] += 1
                 current = depth[v, u]
-                if t < current or (t == current and box_index[v, u] == HIT_GROUND):
+                if t < current or (
+                    t == current and (box_index[v, u] == HIT_GROUND or b < box_index[v, u])
+                ):
                     depth[v, u] = t
                     box_index[v, u] = b
                     face[v, u] = f
         unoccluded[b] = count
+        if o >= 0 and not stamp:
+            owner_unoccluded[o] = count
     # Colour of the box pixels.
     for v in range(height):
         for u in range(width):

@@ -60,6 +60,9 @@ class RenderResult:
         unoccluded_px: (B,) int64 pixels of the image each box would cover were it alone in the
             scene (no other boxes, no ground).
         visible_px: (B,) int64 pixels where each box is the surface seen (``box_index == b``).
+        owner_unoccluded_px: (O,) int64, O = max(owner) + 1 (0 without owners): pixels the union
+            of each owner's boxes would cover were that object alone in the scene.
+        owner_visible_px: (O,) int64 pixels where one of each owner's boxes is seen.
     """
 
     image: np.ndarray
@@ -67,6 +70,8 @@ class RenderResult:
     depth_m: np.ndarray
     unoccluded_px: np.ndarray
     visible_px: np.ndarray
+    owner_unoccluded_px: np.ndarray
+    owner_visible_px: np.ndarray
 
 
 def face_shading(boxes: SceneBoxes) -> np.ndarray:
@@ -147,6 +152,14 @@ def render_camera(
     depth = np.empty((height, width), np.float64)
     face = np.empty((height, width), np.int8)
     unoccluded = np.zeros(n, np.int64)
+    n_owners = int(boxes.owner.max()) + 1 if n else 0
+    owner_unoccluded = np.zeros(max(n_owners, 0), np.int64)
+    # Visit boxes grouped by owner so the union of an owner's boxes can be counted in one pass;
+    # only owners of several boxes need the per-pixel stamp.
+    order = np.argsort(boxes.owner, kind="stable").astype(np.int64)
+    boxes_per_owner = np.bincount(boxes.owner[boxes.owner >= 0], minlength=max(n_owners, 1))
+    shared_owner = (boxes.owner >= 0) & (boxes_per_owner[np.maximum(boxes.owner, 0)] > 1)
+    owner_stamp = np.full((height, width) if shared_owner.any() else (1, 1), -1, np.int32)
     render_kernel(
         np.ascontiguousarray(global_SE3_camera.translation),
         ray_a,
@@ -167,11 +180,26 @@ def render_camera(
         ground.outside_rgb,
         SKY_HORIZON_RGB,
         SKY_ZENITH_RGB,
+        order,
+        boxes.owner,
+        shared_owner,
+        owner_stamp,
         image,
         box_index,
         depth,
         face,
         unoccluded,
+        owner_unoccluded,
     )
     visible = np.bincount(box_index[box_index >= 0].ravel(), minlength=n).astype(np.int64)
-    return RenderResult(image, box_index, depth.astype(np.float32), unoccluded, visible)
+    seen_owner = boxes.owner[box_index[box_index >= 0]]
+    owner_visible = np.bincount(seen_owner[seen_owner >= 0], minlength=len(owner_unoccluded))
+    return RenderResult(
+        image,
+        box_index,
+        depth.astype(np.float32),
+        unoccluded,
+        visible,
+        owner_unoccluded,
+        owner_visible.astype(np.int64),
+    )
