@@ -62,6 +62,9 @@ class LidarGeometricConfig:
         max_class_cost: clusters whose best size cost exceeds this are not objects (the cost is a
             sum of squared log-size deviations in units of their tolerances, ~chi-square, 3 dims).
         thin_extent_m: a rectangle side shorter than this is a single visible face (I-shape).
+        second_class_margin: also emit a cluster's runner-up class, scaled by its relative
+            likelihood ``exp(-cost difference / 2)``, when its cost is within this of the best
+            (0 or less: never).
         points_scale: the point-count score term is ``1 - exp(-points / points_scale)``.
         edge_tolerance_m: a point within this of the rectangle's outline counts as on an edge.
         complete_to_typical_size: grow each box to its class's typical footprint away from the sensor.
@@ -81,6 +84,7 @@ class LidarGeometricConfig:
     angle_step_deg: float = 1.0
     max_class_cost: float = 12.0
     thin_extent_m: float = 0.35
+    second_class_margin: float = 2.0
     points_scale: float = 20.0
     edge_tolerance_m: float = 0.15
     complete_to_typical_size: bool = True
@@ -379,7 +383,7 @@ def detect_boxes_ego(
     n_points = np.diff(np.append(starts, len(sorted_labels)))
     top_height = np.maximum.reduceat(height[order], starts)
 
-    ext1, ext2, angle1, edge_share = rects[:, 2], rects[:, 3], rects[:, 4], rects[:, 5]
+    ext1, ext2, angle1 = rects[:, 2], rects[:, 3], rects[:, 4]
     # Two hypotheses per rectangle: the object's length lies along e1, or along e2. Both are
     # needed: a single visible face may be a side or a rear, and a barrier is wider than long.
     length_h = np.stack([ext1, ext2], axis=1)
@@ -393,25 +397,36 @@ def detect_boxes_ego(
         ],
         axis=2,
     )  # (C, K, 2)
-    flat_best = np.argmin(cost.reshape(n_clusters, -1), axis=1)
-    label, hypothesis = np.divmod(flat_best, 2)
+    # Per class, the better of the two hypotheses; then each cluster's best class and, when it is
+    # nearly as good, its runner-up as a second, lower-scored box (sizes alone cannot always tell
+    # a motorcycle from a bicycle or a truck from a construction vehicle).
+    class_cost = cost.min(axis=2)  # (C, K)
+    class_hypothesis = cost.argmin(axis=2)
+    ranked = np.argsort(class_cost, axis=1, kind="stable")
     rows = np.arange(n_clusters)
-    best_cost = cost[rows, label, hypothesis]
-    length_m = length_h[rows, hypothesis]
-    width_m = width_h[rows, hypothesis]
-    yaw = yaw_h[rows, hypothesis]
-
-    is_object = best_cost <= config.max_class_cost
-    if not np.any(is_object):
-        return Boxes3D.empty("ego")
-    label, best_cost, yaw = label[is_object], best_cost[is_object], yaw[is_object]
-    center_xy = rects[is_object, :2]
-    length_m, width_m = length_m[is_object], width_m[is_object]
-    top_height, edge_share, n_points = (
-        top_height[is_object],
-        edge_share[is_object],
-        n_points[is_object],
+    best_cost = class_cost[rows, ranked[:, 0]]
+    second_cost = class_cost[rows, ranked[:, 1]]
+    first = best_cost <= config.max_class_cost
+    second = (
+        first
+        & (config.second_class_margin > 0)
+        & (second_cost - best_cost <= config.second_class_margin)
+        & (second_cost <= config.max_class_cost)
     )
+    cluster = np.concatenate([rows[first], rows[second]])
+    label = np.concatenate([ranked[first, 0], ranked[second, 1]])
+    relative = np.concatenate(
+        [np.ones(first.sum()), np.exp(-0.5 * (second_cost - best_cost)[second])]
+    )
+    if len(cluster) == 0:
+        return Boxes3D.empty("ego")
+    hypothesis = class_hypothesis[cluster, label]
+    cand_cost = class_cost[cluster, label]
+    length_m = length_h[cluster, hypothesis]
+    width_m = width_h[cluster, hypothesis]
+    yaw = yaw_h[cluster, hypothesis]
+    center_xy = rects[cluster, :2]
+    top_height, edge_share, n_points = top_height[cluster], rects[cluster, 5], n_points[cluster]
 
     if config.complete_to_typical_size:
         # The seen faces are the ones towards the sensor: grow the box away from it.
@@ -437,8 +452,9 @@ def detect_boxes_ego(
     ground_z = ground.height_m(center_xy)
     score = (
         (1.0 - np.exp(-n_points / config.points_scale))
-        * np.exp(-0.5 * best_cost / 3.0)
+        * np.exp(-0.5 * cand_cost / 3.0)
         * (0.5 + 0.5 * edge_share)
+        * relative
     )
     return Boxes3D(
         center_m=np.column_stack([center_xy, ground_z + top_height / 2]),

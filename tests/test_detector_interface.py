@@ -92,8 +92,11 @@ def test_backends_find_the_objects_in_the_global_frame(tmp_path, clip):
         for frame, boxes in zip(clip.frames, detectors[label].detect_clip(clip), strict=True):
             truth = frame.ground_truth.boxes
             d = np.linalg.norm(truth.center_m[:, None, :2] - boxes.center_m[None, :, :2], axis=2)
+            near = d < 1.0
             assert d.min(axis=1).max() < 0.35, label
-            assert sorted(boxes.class_name.tolist()) == sorted(truth.class_name.tolist()), label
+            # The best-scoring box at each object has its class (lidar may add a runner-up).
+            best = np.argmax(np.where(near, boxes.score[None, :], -1.0), axis=1)
+            np.testing.assert_array_equal(boxes.label[best], truth.label, err_msg=label)
 
 
 def test_results_backend_missing_sample(tmp_path, clip):

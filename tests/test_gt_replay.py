@@ -92,6 +92,7 @@ def test_noise_statistics_match_the_parameters():
         miss_prob=0.1,
         miss_points_scale=0.0,
         false_positives_per_frame=0.0,
+        tp_score_beta=(4.0, 1.5),
     )
     out = noisy_boxes(gt, np.full(n, 100), ego_xy, cfg, rng)
     # Missed share ~ miss_prob (binomial: std 0.002).
@@ -115,7 +116,12 @@ def test_low_point_boxes_are_missed_more_and_false_positives_appear():
     out = noisy_boxes(gt, np.full(n, 4), np.zeros(2), cfg, np.random.default_rng(1))
     assert 1 - len(out) / n == pytest.approx(np.exp(-1.0), abs=0.01)
 
-    cfg = GtNoiseConfig(false_positives_per_frame=5.0, false_positive_range_m=30.0, miss_prob=0.0)
+    cfg = GtNoiseConfig(
+        false_positives_per_frame=5.0,
+        false_positive_range_m=30.0,
+        miss_prob=0.0,
+        fp_score_beta=(1.5, 6.0),
+    )
     counts, scores, ranges = [], [], []
     for i in range(400):
         fp = noisy_boxes(

@@ -39,10 +39,14 @@ def test_finds_every_object_with_its_class_position_and_heading(tmp_path):
     boxes = LidarGeometricDetector().detect_frames([frame])[0]
     assert boxes.frame == "global"
     truth_global = frame.ground_truth.boxes
-    assert len(boxes) == len(truth)
     dist = np.linalg.norm(truth_global.center_m[:, None, :2] - boxes.center_m[None, :, :2], axis=2)
-    match = dist.argmin(axis=1)
+    # Each object's best-scoring box within 1 m (a runner-up class may add a lower-scored box).
+    near = dist < 1.0
+    assert near.any(axis=1).all()
+    match = np.argmax(np.where(near, boxes.score[None, :], -1.0), axis=1)
     assert len(set(match.tolist())) == len(truth)
+    # No box away from every object (a runner-up class's box is grown to that class's size).
+    assert (dist.min(axis=0) < 3.0).all()
     # Centres within 0.35 m: the unseen far faces are filled in from the class's typical size.
     assert dist[np.arange(len(truth)), match].max() < 0.35
     np.testing.assert_array_equal(boxes.label[match], truth.label)
@@ -71,7 +75,8 @@ def test_objects_on_a_slope_are_found(tmp_path):
     truth.center_m[:, 2] += slope[0] * truth.center_m[:, 0]
     frame = make_frame(tmp_path, truth, ground_slope=slope)
     boxes = LidarGeometricDetector().detect_frames([frame])[0]
-    assert sorted(boxes.class_name.tolist()) == ["car", "pedestrian"]
+    top = boxes[np.argsort(-boxes.score)[:2]]
+    assert sorted(top.class_name.tolist()) == ["car", "pedestrian"]
 
 
 def test_walls_and_poles_are_not_objects():
@@ -137,7 +142,7 @@ def test_multi_sweep_points_are_moved_into_the_keyframe_ego_frame(tmp_path):
     np.testing.assert_allclose(two[len(one) :], one, atol=1e-4)
     np.testing.assert_allclose(age[len(one) :], 0.05)
     boxes = LidarGeometricDetector(LidarGeometricConfig(num_sweeps=2)).detect_frames([frame])[0]
-    assert boxes.class_name.tolist() == ["car"]
+    assert boxes.class_name[np.argmax(boxes.score)] == "car"
 
 
 def test_bad_lidar_file_is_named(tmp_path):
