@@ -23,6 +23,25 @@ def version() -> None:
     print(__version__)
 
 
+@eval_app.command("det")
+def eval_det(
+    run: str = typer.Argument(..., help="Run folder with <clip>/labels/detection.json per clip."),
+    dataroot: str = typer.Option(..., help="nuScenes-format dataroot with the ground truth."),
+    version: str = typer.Option(..., help="Dataset version, e.g. v1.0-mini."),
+    scenes: str = typer.Option(None, help="Comma-separated scene names (default: every clip)."),
+    out: str = typer.Option(None, help="Output folder (default RUN/eval)."),
+    plots: bool = typer.Option(True, help="Write the devkit's plots as PNG."),
+) -> None:
+    """nuScenes detection metrics (mAP, NDS, mATE, ...); writes RUN/eval/det.json and plots."""
+    from autolabel.evaluation.detection import evaluate_detection, format_detection_metrics
+
+    scene_list = [s for s in scenes.split(",") if s] if scenes else None
+    summary = evaluate_detection(
+        run, dataroot, version, scene_list, out_dir=out, render_curves=plots
+    )
+    print("\n".join(format_detection_metrics(summary)))
+
+
 @eval_app.command("track")
 def eval_track(
     run: Path = typer.Argument(..., help="Run folder with <clip>/labels/tracking.json per clip."),
