@@ -205,9 +205,13 @@ def test_projected_boxes_match_rendered_pixels_of_unoccluded_objects(nusc, datas
                 corners = Boxes3D(
                     np.array([box["translation"]]), np.array([box["size"]]), np.array([yaw])
                 ).corners()
-                projected = box_2d_from_corners(k, global_SE3_cam.inverse().transform_points(corners))
+                projected = box_2d_from_corners(
+                    k, global_SE3_cam.inverse().transform_points(corners)
+                )
                 u0, v0, u1, v1 = projected[0]
-                inside = u0 >= 0 and v0 >= 0 and u1 <= gt.index["width"] and v1 <= gt.index["height"]
+                inside = (
+                    u0 >= 0 and v0 >= 0 and u1 <= gt.index["width"] and v1 <= gt.index["height"]
+                )
                 if not inside or min(u1 - u0, v1 - v0) < 30:
                     continue
                 rows, cols = np.nonzero(gt.ids == obj["id"])
