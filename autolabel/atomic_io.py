@@ -1,0 +1,47 @@
+"""Atomic, deterministic file writes: a temp file in the target folder, then ``os.replace``.
+
+A reader never sees a half-written file, and a killed job leaves either the old file or the new.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically, creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def canonical_json(obj: Any, indent: int | None = None) -> str:
+    """JSON with sorted keys and no NaN (rejected), so equal data gives equal bytes."""
+    return json.dumps(
+        obj,
+        sort_keys=True,
+        indent=indent,
+        allow_nan=False,
+        separators=None if indent else (",", ":"),
+    )
+
+
+def atomic_write_json(path: str | Path, obj: Any, indent: int | None = None) -> Path:
+    """Write ``obj`` as canonical JSON (sorted keys) atomically."""
+    return atomic_write_text(path, canonical_json(obj, indent) + "\n")
