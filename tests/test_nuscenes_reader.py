@@ -280,3 +280,18 @@ def test_error_unknown_scene_and_bad_lidar_file(small_ds):
     shutil.rmtree(frame.lidar.path.parent)
     with pytest.raises(FileNotFoundError, match=str(frame.lidar.path)):
         aggregate_sweeps(frame, 1)
+
+
+def test_cli_lists_clips(t4_ds):
+    from typer.testing import CliRunner
+
+    from autolabel.cli import app
+
+    written, _ = t4_ds
+    result = CliRunner().invoke(app, ["clips", str(written.root), "--version", "annotation"])
+    assert result.exit_code == 0, result.output
+    (line,) = result.stdout.strip().splitlines()
+    assert line.startswith(written.scene_names[0] + "\tkeyframes=4\tduration_s=1.5")
+    assert "lidar=LIDAR_CONCAT" in line and "annotations=8" in line
+    bad = CliRunner().invoke(app, ["clips", str(written.root), "--version", "v1.0-mini"])
+    assert bad.exit_code == 1 and "table folders found" in bad.output
