@@ -174,6 +174,10 @@ def open_dataset(dataroot: str | Path, version: str) -> NuScenes:
         raise DatasetError(
             f"{table_root}: a record references a missing record or lacks a field: {e}"
         ) from None
+    except (TypeError, AttributeError, IndexError, AssertionError) as e:
+        # Records of the wrong shape (a string where an object belongs, ...) or, for lidarseg,
+        # label files that do not match the table fail inside the devkit's indexing.
+        raise DatasetError(f"{table_root}: malformed tables ({type(e).__name__}: {e})") from None
     return nusc
 
 

@@ -295,3 +295,12 @@ def test_cli_lists_clips(t4_ds):
     assert "lidar=LIDAR_CONCAT" in line and "annotations=8" in line
     bad = CliRunner().invoke(app, ["clips", str(written.root), "--version", "v1.0-mini"])
     assert bad.exit_code == 1 and "table folders found" in bad.output
+
+
+def test_error_record_of_the_wrong_shape(small_ds):
+    table = small_ds.root / "v1.0-mini" / "sample_annotation.json"
+    records = json.loads(table.read_text())
+    records[0]["instance_token"] = ["not", "a", "token"]
+    table.write_text(json.dumps(records))
+    with pytest.raises(DatasetError, match=r"v1.0-mini: malformed tables \(TypeError"):
+        open_dataset(small_ds.root, "v1.0-mini")
