@@ -587,9 +587,8 @@ def aggregate_sweeps(
         pts = pts[~((np.abs(pts[:, 0]) < min_distance_m) & (np.abs(pts[:, 1]) < min_distance_m))]
         ego_SE3_lidar = sweep.ego_SE3_lidar if sweep.ego_SE3_lidar is not None else fallback
         key_SE3_sweep = key_lidar_SE3_global.compose(sweep.global_SE3_ego.compose(ego_SE3_lidar))
-        moved = pts.copy()
-        moved[:, :3] = key_SE3_sweep.transform_points(pts[:, :3].astype(np.float64))
-        parts.append(moved)
+        pts[:, :3] = key_SE3_sweep.transform_points(pts[:, :3])  # float64 math, float32 storage
+        parts.append(pts)
         lags.append(np.full(len(pts), (key.timestamp_us - sweep.timestamp_us) * 1e-6))
     return np.concatenate(parts), np.concatenate(lags)
 
