@@ -24,6 +24,28 @@ def version() -> None:
 
 
 @app.command()
+def clips(
+    dataroot: str = typer.Argument(..., help="dataset root (holds the table folder)"),
+    version: str = typer.Option(
+        ..., help="table folder: v1.0-mini, v1.0-trainval, annotation (T4)"
+    ),
+) -> None:
+    """List the clips (scenes) of a nuScenes-format dataset, one per line."""
+    from autolabel.nuscenes_reader import DatasetError, describe_clips
+
+    try:
+        rows = describe_clips(dataroot, version)
+    except DatasetError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    for r in rows:
+        print(
+            f"{r['name']}\tkeyframes={r['keyframes']}\tduration_s={r['duration_s']}"
+            f"\tlidar={r['lidar']}\tcameras={','.join(r['cameras'])}\tannotations={r['annotations']}"
+        )
+
+
+@app.command()
 def synth(
     out: Path = typer.Argument(..., help="Dataroot to create (nuScenes layout)."),
     scenes: int = typer.Option(2, help="Number of scenes (clips)."),
