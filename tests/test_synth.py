@@ -180,6 +180,34 @@ def test_ego_stays_on_the_drivable_area_and_poses_follow_timestamps(nusc):
         assert cam["timestamp"] > lidar["timestamp"] and cam_pose["timestamp"] == cam["timestamp"]
 
 
+def test_devkit_velocities_agree_with_the_true_motion(nusc, dataset):
+    """The devkit's finite-difference velocity of an annotation (from its neighbours) matches the
+    object's true velocity (side file of the sample's front image, a few ms later)."""
+    root = dataset[0]
+    checked = 0
+    for sample in nusc.sample:
+        gt = load_image_ground_truth(root, "CAM_FRONT", sample["data"]["CAM_FRONT"])
+        truth = {o["annotation_token"]: o for o in gt.index["objects"] if o["annotation_token"]}
+        for ann_token in sample["anns"]:
+            ann = nusc.get("sample_annotation", ann_token)
+            if ann_token not in truth or not (ann["prev"] and ann["next"]):
+                continue
+            estimate = nusc.box_velocity(ann_token)[:2]
+            assert np.linalg.norm(estimate - np.array(truth[ann_token]["velocity"])) < 0.6
+            checked += 1
+    assert checked >= 20
+
+
+def test_scene_facts_list_stride_qa_situations(nusc, dataset):
+    facts = json.loads((dataset[0] / "synth_gt" / "scenes.json").read_text())
+    assert set(facts) == {s["name"] for s in nusc.scene}
+    instances = {i["token"] for i in nusc.instance}
+    for scene in facts.values():
+        situations = {o["situation"] for o in scene["objects"]}
+        assert {"parked", "construction", "oncoming"} <= situations
+        assert {o["instance_token"] for o in scene["objects"]} - {None} <= instances
+
+
 def _global_SE3_camera(nusc, sd_token: str) -> tuple[SE3, np.ndarray]:
     sd = nusc.get("sample_data", sd_token)
     pose = nusc.get("ego_pose", sd["ego_pose_token"])
@@ -303,6 +331,23 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     digest_a = _tree_digest(tmp_path / "a")
     assert digest_a == _tree_digest(tmp_path / "b")
     assert digest_a != _tree_digest(tmp_path / "c")
+
+
+def test_camera_sweeps_are_non_key_images_between_keyframes(tmp_path):
+    config = SynthConfig(
+        scenes=1, seconds=1.0, width_px=64, height_px=36, extra_agents=2, camera_sweep_hz=4.0,
+        progress=False,
+    )  # fmt: skip
+    generate_dataset(tmp_path, config)
+    nusc = NuScenes(VERSION, str(tmp_path), verbose=False)
+    first = nusc.get("sample_data", nusc.sample[0]["data"]["CAM_FRONT_LEFT"])
+    second = nusc.get("sample_data", first["next"])
+    third = nusc.get("sample_data", second["next"])
+    assert not second["is_key_frame"] and second["filename"].startswith("sweeps/CAM_FRONT_LEFT/")
+    assert third["is_key_frame"] and third["token"] == nusc.sample[1]["data"]["CAM_FRONT_LEFT"]
+    assert second["sample_token"] == nusc.sample[1]["token"]
+    assert third["timestamp"] - first["timestamp"] == 500_000
+    assert (tmp_path / second["filename"]).stat().st_size > 0
 
 
 def test_refuses_to_overwrite_without_permission(tmp_path):

@@ -68,8 +68,8 @@ class SynthConfig:
     all_classes: bool = True
     extra_agents: int = 14
     min_lidar_points: int = 1
-    lidar_range_noise_m: float = 0.01
-    lidar_dropout: float = 0.0
+    lidar_range_noise_m: float = 0.02
+    lidar_dropout: float = 0.02
     jpeg_quality: int = 90
     progress: bool = True
 

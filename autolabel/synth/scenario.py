@@ -513,10 +513,10 @@ class _Builder:
         u_w = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.sin(phase + 0.25 * (grid - self.t0))
         path = self._main_path(+1, v_p)
         d = u_w - PATH_START_U
-        speed = np.gradient(d, 0.01)
+        speed = np.gradient(d, 0.01)  # signed: the worker turns round at each end
         agents.append(
             self._agent(
-                "pedestrian", path, SpeedProfile(float(grid[0]), np.abs(speed), d), "construction",
+                "pedestrian", path, SpeedProfile(float(grid[0]), speed, d), "construction",
                 category="human.pedestrian.construction_worker",
             )
         )  # fmt: skip
