@@ -378,3 +378,35 @@ def test_logs_hold_two_scenes_from_four_scenes_on():
     assert SynthConfig(scenes=3).logs_scenes == 1
     assert SynthConfig(scenes=4).logs_scenes == 2
     assert SynthConfig(scenes=4, scenes_per_log=3).logs_scenes == 3
+
+
+def test_yaml_config_with_overrides_and_key_named_errors(tmp_path):
+    from autolabel.config import ConfigError
+    from autolabel.synth.config import load_synth_config
+
+    path = tmp_path / "synth.yaml"
+    path.write_text("scenes: 3\nseconds: 4.0\nsplit_names: [s_train, s_val]\n")
+    config = load_synth_config(path, seconds=6.0, seed=None)
+    assert (config.scenes, config.seconds, config.seed) == (3, 6.0, 0)
+    assert config.split_names == ("s_train", "s_val")
+    path.write_text("scenes: 3\nsplit_names: [train, val]\n")
+    with pytest.raises(ConfigError, match="split_names"):
+        load_synth_config(path)
+    path.write_text("sceens: 3\n")
+    with pytest.raises(ConfigError, match="unknown key 'sceens'"):
+        load_synth_config(path)
+
+
+def test_cli_synth_writes_a_loadable_dataset(tmp_path):
+    from typer.testing import CliRunner
+
+    from autolabel.cli import app
+
+    args = ["synth", str(tmp_path), "--scenes", "1", "--seconds", "0.5", "--width", "48"]
+    result = CliRunner().invoke(app, [*args, "--height", "27", "--seed", "2"])
+    assert result.exit_code == 0, result.output
+    assert "samples: 1" in result.output
+    nusc = NuScenes(VERSION, str(tmp_path), verbose=False)
+    assert len(nusc.sample) == 1 and nusc.scene[0]["name"] == "synth-0000"
+    again = CliRunner().invoke(app, [*args, "--height", "27"])
+    assert again.exit_code != 0 and "already exists" in again.output
