@@ -641,6 +641,9 @@ def sample_agents(
             place(lambda: b.oncoming("motorcycle")) or place(lambda: b.parked("motorcycle"))
         else:
             place(lambda: b.parked("motorcycle")) or place(lambda: b.oncoming("motorcycle"))
+        # Small objects hide easily behind others: keep a still one near the route as well.
+        if not any(a.class_name == "motorcycle" and a.parked for a in placer.agents):
+            place(lambda: b.parked("motorcycle"))
         place(lambda: b.cyclist()) or place(lambda: b.crossing_vehicle("bicycle"))
         place(lambda: b.parked_bicycle_on_sidewalk())
         place(lambda: b.sidewalk_pedestrian())
