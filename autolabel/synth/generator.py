@@ -490,7 +490,7 @@ class _DatasetWriter:
         atomic_write_bytes(self.root / filename, encode_jpeg(result.image, self.cfg.jpeg_quality))
         if not stats:
             return None
-        return object_pixels(result, cam, g_cam, boxes, n_obj)
+        return object_pixels(result, boxes, n_obj)
 
     def _write_side_files(
         self, rec, scene_token, cam, pix, agents, center, yaw, vel, attrs, inst_token, ann_token, annotated

@@ -14,12 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from autolabel.sensors import CameraCalibration
 from autolabel.synth.catalogue import PartTemplates
-from autolabel.synth.raycast import PART_FACE, PART_PLATE, SceneBoxes, _slab_entry
-from autolabel.synth.render import RenderResult, screen_rectangles
-from calib.projection import NEAR_PLANE_M
-from calib.se3 import SE3
+from autolabel.synth.raycast import PART_FACE, PART_PLATE, SceneBoxes
+from autolabel.synth.render import RenderResult
 
 
 def scenery_boxes(
@@ -58,55 +55,6 @@ def compose_scene(
         np.concatenate([owner, scenery.owner]),
         np.concatenate([parts.part, scenery.part]),
     )
-
-
-@njit(cache=True)
-def _union_unoccluded_kernel(
-    origin, ray_a, ray_b, ray_c, near_m, centers, half_xyz, cos_yaw, sin_yaw,
-    group_start, group_boxes, group_rect, out_count,
-):  # fmt: skip
-    """Pixels covered by the union of each group's boxes, nothing else in the scene.
-
-    Rays and the slab test are exactly the renderer's (same pixel centres, same arithmetic), so a
-    pixel the renderer gives to one of a group's boxes is always counted for that group.
-    """
-    ox, oy, oz = origin[0], origin[1], origin[2]
-    n_groups = group_rect.shape[0]
-    for g in range(n_groups):
-        u0, v0, u1, v1 = group_rect[g, 0], group_rect[g, 1], group_rect[g, 2], group_rect[g, 3]
-        if u1 <= u0 or v1 <= v0:
-            continue
-        k0, k1 = group_start[g], group_start[g + 1]
-        count = 0
-        for v in range(v0, v1):
-            vc = v + 0.5
-            for u in range(u0, u1):
-                uc = u + 0.5
-                for k in range(k0, k1):
-                    b = group_boxes[k]
-                    c, s_ = cos_yaw[b], sin_yaw[b]
-                    px, py, pz = ox - centers[b, 0], oy - centers[b, 1], oz - centers[b, 2]
-                    lox, loy, loz = c * px + s_ * py, -s_ * px + c * py, pz
-                    la0 = c * ray_a[0] + s_ * ray_a[1]
-                    la1 = -s_ * ray_a[0] + c * ray_a[1]
-                    la2 = ray_a[2]
-                    lb0 = c * ray_b[0] + s_ * ray_b[1]
-                    lb1 = -s_ * ray_b[0] + c * ray_b[1]
-                    lb2 = ray_b[2]
-                    lc0 = c * ray_c[0] + s_ * ray_c[1]
-                    lc1 = -s_ * ray_c[0] + c * ray_c[1]
-                    lc2 = ray_c[2]
-                    rx = la0 + vc * lc0
-                    ry = la1 + vc * lc1
-                    rz = la2 + vc * lc2
-                    t, f = _slab_entry(
-                        lox, loy, loz, rx + uc * lb0, ry + uc * lb1, rz + uc * lb2,
-                        half_xyz[b, 0], half_xyz[b, 1], half_xyz[b, 2], near_m,
-                    )  # fmt: skip
-                    if t != np.inf:
-                        count += 1
-                        break
-        out_count[g] = count
 
 
 @njit(cache=True)
@@ -149,7 +97,7 @@ class ObjectPixels:
     Attributes:
         visible_px: (A,) pixels where the object is the surface seen.
         unoccluded_px: (A,) pixels the object would cover alone in the scene (no other boxes, no
-            ground): the union of its parts' silhouettes.
+            ground): the union of its parts' silhouettes (the renderer's per-owner count).
         face_px, plate_px: (A,) visible face / plate pixels.
         bbox_px: (A, 4) [u_min, v_min, u_max, v_max] of the visible pixels, max exclusive
             (pixel edges, as ``calib.projection``); -1 where nothing is visible.
@@ -170,58 +118,18 @@ class ObjectPixels:
     plate_mask: np.ndarray
 
 
-def object_pixels(
-    render: RenderResult,
-    camera: CameraCalibration,
-    global_SE3_camera: SE3,
-    boxes: SceneBoxes,
-    num_objects: int,
-) -> ObjectPixels:
-    """Per-object statistics, id buffer and part masks of a rendered image (see ``ObjectPixels``)."""
+def object_pixels(render: RenderResult, boxes: SceneBoxes, num_objects: int) -> ObjectPixels:
+    """Per-object statistics, id buffer and part masks of a rendered image (see ``ObjectPixels``).
+
+    Args:
+        render: the image rendered from ``boxes`` (its per-owner counts are used).
+        boxes: the scene's boxes; ``owner`` indexes the objects.
+        num_objects: A, the number of objects of the scene.
+    """
     owner = boxes.owner
-    is_obj = owner >= 0
-    # Screen rectangle of each object: the union of its parts' rectangles.
-    rects = screen_rectangles(camera, global_SE3_camera.inverse(), boxes)
-    obj_boxes = np.flatnonzero(is_obj)
-    order = obj_boxes[np.argsort(owner[obj_boxes], kind="stable")]
-    counts = np.bincount(owner[order], minlength=num_objects)
-    start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    group_rect = np.zeros((num_objects, 4), np.int64)
-    if len(order):
-        r = rects[order]
-        empty = (r[:, 2] <= r[:, 0]) | (r[:, 3] <= r[:, 1])
-        big = np.iinfo(np.int64).max
-        lo_u = np.where(empty, big, r[:, 0])
-        lo_v = np.where(empty, big, r[:, 1])
-        hi_u = np.where(empty, -1, r[:, 2])
-        hi_v = np.where(empty, -1, r[:, 3])
-        nz = counts > 0
-        seg = start[:-1][nz]
-        group_rect[nz, 0] = np.minimum.reduceat(lo_u, seg)
-        group_rect[nz, 1] = np.minimum.reduceat(lo_v, seg)
-        group_rect[nz, 2] = np.maximum.reduceat(hi_u, seg)
-        group_rect[nz, 3] = np.maximum.reduceat(hi_v, seg)
-        none = group_rect[:, 2] < 0
-        group_rect[none] = 0
-    k = camera.intrinsic
-    k_inv = np.linalg.inv(k)
-    rot = global_SE3_camera.rotation
     unoccluded = np.zeros(num_objects, np.int64)
-    _union_unoccluded_kernel(
-        np.ascontiguousarray(global_SE3_camera.translation),
-        np.ascontiguousarray(rot @ k_inv[:, 2]),
-        np.ascontiguousarray(rot @ k_inv[:, 0]),
-        np.ascontiguousarray(rot @ k_inv[:, 1]),
-        NEAR_PLANE_M,
-        np.ascontiguousarray(boxes.center),
-        boxes.half_extents_xyz(),
-        np.cos(boxes.yaw),
-        np.sin(boxes.yaw),
-        start,
-        order.astype(np.int64),
-        group_rect,
-        unoccluded,
-    )
+    counted = render.owner_unoccluded_px[:num_objects]
+    unoccluded[: len(counted)] = counted
     object_ids = np.flatnonzero(unoccluded > 0)
     id_of_owner = np.zeros(max(num_objects, 1), np.uint16)
     id_of_owner[object_ids] = np.arange(1, len(object_ids) + 1, dtype=np.uint16)
@@ -240,9 +148,8 @@ def object_pixels(
         np.stack([stats[:, 3], stats[:, 4], stats[:, 5] + 1, stats[:, 6] + 1], axis=1),
         -1,
     )
-    # A visible pixel is always inside the union silhouette (same rays and arithmetic); guard
-    # anyway so that the visible fraction never exceeds 1.
-    unoccluded = np.maximum(unoccluded, visible)
+    if (visible > unoccluded).any():
+        raise RuntimeError("renderer reported fewer unoccluded than visible pixels for an object")
     return ObjectPixels(
         visible_px=visible,
         unoccluded_px=unoccluded,

@@ -233,9 +233,9 @@ class _Canvas:
         return list(fixed)
 
     def fill(self, img: np.ndarray, rects_uv, colour) -> None:
-        polys = self.polygons(rects_uv)
-        if polys:
-            cv2.fillPoly(img, polys, colour, lineType=cv2.LINE_8, shift=self.SHIFT)
+        # One call per rectangle: fillPoly with several polygons fills their overlaps even-odd.
+        for poly in self.polygons(rects_uv):
+            cv2.fillConvexPoly(img, poly, colour, lineType=cv2.LINE_8, shift=self.SHIFT)
 
 
 def _dashes(start: float, stop: float, dash: float, gap: float) -> list[tuple[float, float]]:
