@@ -17,8 +17,7 @@ Per keyframe, in the ego frame:
    larger; clusters no class explains (walls, vegetation, poles) are dropped. The box is then
    grown to the class's typical footprint away from the sensor, since the far faces are unseen;
 6. score: the product of a point-count term, the size likelihood and the share of points lying on
-   the fitted rectangle's edges (how L-shaped, i.e. object-like, the cluster is).
-
+   the fitted rectangle's edges (how L-shaped, i.e. object-like, the cluster is);
 7. velocity: the same detection on one earlier sweep (``velocity_sweep_age_s`` old, moved into the
    keyframe's ego frame through the global frame); clusters are matched one-to-one (Hungarian)
    and the displacement of their boxes over the time between the sweeps is the velocity (NaN where
@@ -122,10 +121,20 @@ class LidarGeometricConfig:
             "thin_extent_m",
             "points_scale",
             "edge_tolerance_m",
+            "max_speed_mps",
         )
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be > 0, got {getattr(self, key)}")
+        for key in (
+            "cluster_link_per_m",
+            "cluster_link_min_m",
+            "velocity_sweep_age_s",
+            "heading_from_motion_mps",
+            "ground_max_offset_m",
+        ):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
         if not 0 < self.angle_step_deg <= 45:
             raise ValueError("angle_step_deg: must be in (0, 45]")
 
@@ -174,10 +183,10 @@ def estimate_ground(
     first = np.flatnonzero(np.r_[True, flat[order][1:] != flat[order][:-1]])
     lowest = points_ego[order[first]]
     occupied = flat[order[first]]
-    centers, lowest_z = lowest[:, :2], lowest[:, 2]
+    lowest_xy, lowest_z = lowest[:, :2], lowest[:, 2]
 
     plane = np.array([0.0, 0.0, float(np.median(lowest_z)) if len(lowest_z) else 0.0])
-    design = np.column_stack([centers, np.ones(len(centers))])
+    design = np.column_stack([lowest_xy, np.ones(len(lowest_xy))])
     # Trimmed least squares: object cells (lowest point on a car's underside, a wall's top)
     # sit above the plane and drop out as the inlier band tightens.
     for band_m in (0.5, 0.3, 0.2, 0.15):
