@@ -185,3 +185,33 @@ def test_regions_from_set_of_mark_views_give_the_same_records(scene):
     a = generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(), TEMPLATES)
     b = generate_clip_qa(scene.attrs, regrouped, scene.meta, QAConfig(), TEMPLATES)
     assert dumps_qa_jsonl(a) == dumps_qa_jsonl(b)
+
+
+def test_no_regions_no_questions(scene):
+    assert generate_clip_qa(scene.attrs, [], scene.meta, QAConfig(), TEMPLATES) == []
+
+
+def test_clip_meta_from_clip_has_relative_paths(tmp_path):
+    from autolabel.clip import CameraImage, Clip, Frame, LidarSweep
+    from autolabel.qa import ClipQAMeta
+    from calib.rig import load_rig
+    from calib.se3 import SE3
+
+    rig = load_rig("nuscenes")
+    frames = []
+    for i in range(3):
+        pose = SE3(np.eye(3), np.array([float(i), 0.0, 0.0]))
+        cams = {
+            c.channel: CameraImage(
+                tmp_path / "samples" / c.channel / f"{i}.jpg", c, pose, i * 500_000
+            )
+            for c in rig.cameras
+        }
+        lidar = LidarSweep(tmp_path / "samples" / "LIDAR_TOP" / f"{i}.bin", pose, i * 500_000)
+        frames.append(Frame(f"tok{i}", i, i * 500_000, i * 0.5, pose, lidar, rig.lidar, cams))
+    clip = Clip("scene-x", "st", "log", frames, dataroot=tmp_path)
+    meta = ClipQAMeta.from_clip(clip)
+    assert meta.channels == tuple(c.channel for c in rig.cameras)
+    assert meta.image_paths["CAM_BACK"][2] == "samples/CAM_BACK/2.jpg"
+    assert meta.frame_token == ("tok0", "tok1", "tok2")
+    assert np.allclose(meta.frame_time_s, [0.0, 0.5, 1.0])

@@ -208,6 +208,8 @@ class _ClipGenerator:
         return out
 
     def run(self) -> list[dict[str, Any]]:
+        if len(self.table) == 0:
+            return []
         computed = self._candidates()
         units: list[tuple[str, list[QuestionType]]] = []
         for qt in self.types:
