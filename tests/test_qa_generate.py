@@ -87,10 +87,9 @@ def test_caps_and_balance(scene):
     per_type = Counter(r["type"] for r in recs)
     assert max(per_type.values()) <= 20
     assert set(per_type) == set(TEMPLATES.types)  # every type is represented
-    per_type_class = Counter(
-        (r["type"], r["regions"][0]["class"] if r["regions"] else "ego") for r in recs
-    )
+    per_type_class = Counter((r["type"], r["regions"][0]["class"]) for r in recs if r["regions"])
     assert max(per_type_class.values()) <= 6
+    assert per_type["ego_speed"] == 16  # one per keyframe: the ego has no class to cap
     per_type_kf = Counter((r["type"], r["keyframe"]["frame_index"]) for r in recs)
     st = {t for t in per_type if t.startswith("st_")}
     assert all(n <= 2 for (t, _), n in per_type_kf.items() if t not in st)
@@ -158,3 +157,93 @@ def test_grounding_label_disagreement_is_an_error(scene):
             view_box_px=np.zeros((0, 4)),
             view_mask_rle=[],
         )
+
+
+def test_regions_from_set_of_mark_views_give_the_same_records(scene):
+    """Flat per-view rows + Set-of-Mark's RegionIds regroup into the same grounding."""
+    from autolabel.qa.grounding import regions_from_views
+    from autolabel.set_of_mark import assign_region_ids
+
+    kf, tid, cam, frm, box, rle, vis = [], [], [], [], [], [], []
+    for kr in scene.regions:
+        kf.append(np.full(len(kr.view_region), kr.keyframe_index))
+        tid.append(kr.track_id[kr.view_region])
+        cam.append(kr.view_camera)
+        frm.append(kr.view_frame_index)
+        box.append(kr.view_box_px)
+        rle += list(kr.view_mask_rle)
+        vis.append(kr.view_visible)
+    kf, tid = np.concatenate(kf), np.concatenate(tid)
+    at_key = np.concatenate(frm) == kf
+    rows = np.flatnonzero(at_key)
+    dist = scene.attrs.distance_m[scene.attrs.row_of(kf[rows], tid[rows])]
+    ids = assign_region_ids(kf[rows], tid[rows], dist)
+    regrouped = regions_from_views(
+        kf, tid, np.concatenate(cam), np.concatenate(frm), np.concatenate(box), rle,
+        np.concatenate(vis), ids,
+    )  # fmt: skip
+    a = generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(), TEMPLATES)
+    b = generate_clip_qa(scene.attrs, regrouped, scene.meta, QAConfig(), TEMPLATES)
+    assert dumps_qa_jsonl(a) == dumps_qa_jsonl(b)
+
+
+def test_no_regions_no_questions(scene):
+    assert generate_clip_qa(scene.attrs, [], scene.meta, QAConfig(), TEMPLATES) == []
+
+
+def test_clip_meta_from_clip_has_relative_paths(tmp_path):
+    from autolabel.clip import CameraImage, Clip, Frame, LidarSweep
+    from autolabel.qa import ClipQAMeta
+    from calib.rig import load_rig
+    from calib.se3 import SE3
+
+    rig = load_rig("nuscenes")
+    frames = []
+    for i in range(3):
+        pose = SE3(np.eye(3), np.array([float(i), 0.0, 0.0]))
+        cams = {
+            c.channel: CameraImage(
+                tmp_path / "samples" / c.channel / f"{i}.jpg", c, pose, i * 500_000
+            )
+            for c in rig.cameras
+        }
+        lidar = LidarSweep(tmp_path / "samples" / "LIDAR_TOP" / f"{i}.bin", pose, i * 500_000)
+        frames.append(Frame(f"tok{i}", i, i * 500_000, i * 0.5, pose, lidar, rig.lidar, cams))
+    clip = Clip("scene-x", "st", "log", frames, dataroot=tmp_path)
+    meta = ClipQAMeta.from_clip(clip)
+    assert meta.channels == tuple(c.channel for c in rig.cameras)
+    assert meta.image_paths["CAM_BACK"][2] == "samples/CAM_BACK/2.jpg"
+    assert meta.frame_token == ("tok0", "tok1", "tok2")
+    assert np.allclose(meta.frame_time_s, [0.0, 0.5, 1.0])
+
+
+def test_same_bytes_across_processes(scene):
+    """No dependence on Python's per-process string hashing (seeds come from CRC32)."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, sys\n"
+        "from autolabel.qa import QAConfig, generate_clip_qa\n"
+        "from autolabel.qa.generate import dumps_qa_jsonl\n"
+        "from autolabel.qa.scenes import constant_velocity_scene\n"
+        "s = constant_velocity_scene(n_objects=30, seed=3)\n"
+        "recs = generate_clip_qa(s.attrs, s.regions, s.meta, QAConfig(seed=7))\n"
+        "sys.stdout.write(hashlib.sha256(dumps_qa_jsonl(recs).encode()).hexdigest())\n"
+    )
+    here = dumps_qa_jsonl(
+        generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(seed=7), TEMPLATES)
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == hashlib.sha256(here.encode()).hexdigest()
