@@ -346,8 +346,9 @@ class RayOptions:
             "detect_batch_frames",
             "segment_batch_images",
         ):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key}: must be >= 1, got {getattr(self, key)}")
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ValueError(f"{key}: must be >= 1, got {value}")
         for key in ("detect_num_gpus", "segment_num_gpus"):
             value = getattr(self, key)
             if value is not None and value < 0:

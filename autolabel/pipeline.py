@@ -299,7 +299,9 @@ def prepare_clip(
     run.inputs = inputs
     if not force and outputs_complete(clip_dir, config, inputs):
         return ClipOutcome(clip.name, "skipped")
-    (clip_dir / MANIFEST).unlink(missing_ok=True)
+    run.execute("read", lambda: (clip_dir / MANIFEST).unlink(missing_ok=True))
+    if run.error is not None:
+        return finish_clip(run)
     images = sum(len(f.cameras) for f in clip.frames)
     sweeps = sum(1 + len(f.sweeps) for f in clip.frames)
     run.complete("read", ({"frames": len(clip.frames), "images": images, "sweeps": sweeps}, []))
