@@ -207,17 +207,26 @@ def run(
         )
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from None
+    from autolabel.nuscenes_reader import DatasetError
+    from autolabel.segmentation import SegmenterUnavailable
+    from detectors import DetectorUnavailableError
+
     scene_list = [s for s in scenes.split(",") if s] or None
-    if ray:
-        from ray_jobs.run_clips import run_pipeline_ray
+    try:
+        if ray:
+            from ray_jobs.run_clips import run_pipeline_ray
 
-        summary = run_pipeline_ray(
-            dataroot, version, out, scene_list, run_config, ray_options, ray, force, progress
-        )
-    else:
-        from autolabel.pipeline import run_pipeline
+            summary = run_pipeline_ray(
+                dataroot, version, out, scene_list, run_config, ray_options, ray, force, progress
+            )
+        else:
+            from autolabel.pipeline import run_pipeline
 
-        summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
+            summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
+    except (DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable) as e:
+        # Nothing can run: the dataset, the scene list or a backend is unusable.
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     print(format_run_report(summary))
     if summary.failed:
         raise typer.Exit(1)

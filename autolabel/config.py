@@ -117,9 +117,12 @@ class ReadOptions:
     Attributes:
         max_sweeps: LiDAR sweeps listed per keyframe, its own included (multi-sweep detectors use
             up to this many; every listed sweep is part of the inputs hash).
+        cameras: camera channels to use (empty: every camera of the keyframes, nuScenes' six in
+            rig order first).
     """
 
     max_sweeps: int = 10
+    cameras: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_sweeps < 1:

@@ -274,3 +274,13 @@ def test_config_errors_name_the_key(tmp_path):
     path.write_text("segmenter: lidar\nray: {detect_actors: 2}\nmarks: {font_scale: 0.5}\n")
     config, ray = load_run_config(path, detector="gt")
     assert (config.detector, config.marks.font_scale, ray.detect_actors) == ("gt", 0.5, 2)
+
+
+def test_bare_ray_option_means_a_local_cluster():
+    from autolabel.cli import with_optional_values
+
+    assert with_optional_values(["run", "D", "--ray"]) == ["run", "D", "--ray=local"]
+    assert with_optional_values(["run", "D", "--ray", "--force"]) == [
+        "run", "D", "--ray=local", "--force"
+    ]  # fmt: skip
+    assert with_optional_values(["run", "D", "--ray", "auto"]) == ["run", "D", "--ray", "auto"]
