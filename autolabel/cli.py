@@ -75,6 +75,49 @@ def synth(
         print(f"split {split}: {len(names)} scenes")
 
 
+@eval_app.command("det")
+def eval_det(
+    run: str = typer.Argument(..., help="Run folder with <clip>/labels/detection.json per clip."),
+    dataroot: str = typer.Option(..., help="nuScenes-format dataroot with the ground truth."),
+    version: str = typer.Option(..., help="Dataset version, e.g. v1.0-mini."),
+    scenes: str = typer.Option(None, help="Comma-separated scene names (default: every clip)."),
+    out: str = typer.Option(None, help="Output folder (default RUN/eval)."),
+    plots: bool = typer.Option(True, help="Write the devkit's plots as PNG."),
+) -> None:
+    """nuScenes detection metrics (mAP, NDS, mATE, ...); writes RUN/eval/det.json and plots."""
+    from autolabel.evaluation.detection import evaluate_detection, format_detection_metrics
+
+    scene_list = [s for s in scenes.split(",") if s] if scenes else None
+    summary = evaluate_detection(
+        run, dataroot, version, scene_list, out_dir=out, render_curves=plots
+    )
+    print("\n".join(format_detection_metrics(summary)))
+
+
+@eval_app.command("track")
+def eval_track(
+    run: Path = typer.Argument(..., help="Run folder with <clip>/labels/tracking.json per clip."),
+    dataroot: Path = typer.Option(..., "--dataroot", help="nuScenes-format dataset root."),
+    version: str = typer.Option(..., "--version", help="Dataset version, e.g. v1.0-mini."),
+    scenes: str = typer.Option("", "--scenes", help="Comma-separated scene names (default: all)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Render the devkit's plots."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the devkit's progress output."),
+) -> None:
+    """Score tracks with nuScenes AMOTA, AMOTP, ...; writes RUN/eval/track.json and RUN/eval/track/."""
+    from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
+
+    scene_list = [s for s in scenes.split(",") if s] or None
+    try:
+        report = evaluate_tracking(
+            run, dataroot, version, scene_list, render_curves=plots, verbose=verbose
+        )
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    for line in format_tracking_metrics(report["metrics"]):
+        print(line)
+
+
 @app.command("check-qa")
 def check_qa(
     run: str = typer.Argument(..., help="Run folder with <clip>/qa.jsonl and attributes.parquet."),
