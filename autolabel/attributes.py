@@ -208,11 +208,7 @@ class ObjectAttributes:
         return len(self.frame_index)
 
     def _row_columns(self) -> list[str]:
-        return [
-            f.name
-            for f in fields(self)
-            if f.name != "future_horizons_s" and f.name not in self._FUTURE
-        ]
+        return _row_column_names()
 
     @property
     def class_name(self) -> np.ndarray:

@@ -215,3 +215,35 @@ def test_clip_meta_from_clip_has_relative_paths(tmp_path):
     assert meta.image_paths["CAM_BACK"][2] == "samples/CAM_BACK/2.jpg"
     assert meta.frame_token == ("tok0", "tok1", "tok2")
     assert np.allclose(meta.frame_time_s, [0.0, 0.5, 1.0])
+
+
+def test_same_bytes_across_processes(scene):
+    """No dependence on Python's per-process string hashing (seeds come from CRC32)."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, sys\n"
+        "from autolabel.qa import QAConfig, generate_clip_qa\n"
+        "from autolabel.qa.generate import dumps_qa_jsonl\n"
+        "from autolabel.qa.scenes import constant_velocity_scene\n"
+        "s = constant_velocity_scene(n_objects=30, seed=3)\n"
+        "recs = generate_clip_qa(s.attrs, s.regions, s.meta, QAConfig(seed=7))\n"
+        "sys.stdout.write(hashlib.sha256(dumps_qa_jsonl(recs).encode()).hexdigest())\n"
+    )
+    here = dumps_qa_jsonl(
+        generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(seed=7), TEMPLATES)
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == hashlib.sha256(here.encode()).hexdigest()
