@@ -251,6 +251,10 @@ def demo(
     print("\ntracking:")
     print("\n".join(result["tracking"]))
     print(f"\ndataset: {result['dataroot']}\nrun: {result['run']}")
+    if result.get("release"):
+        rel = result["release"]
+        splits = ", ".join(f"{s} {n}" for s, n in rel["splits"].items())
+        print(f"release: {rel['out_dir']} ({splits} records)")
     if result["summary"].failed:
         raise typer.Exit(1)
 
