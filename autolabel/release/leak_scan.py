@@ -37,7 +37,8 @@ TOKEN_RE = re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{32}(?![0-9a-fA-F])")
 LOG_STAMP_RE = re.compile(
     r"(?<!\d)(?:\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)"
 )
-EPOCH_US_RE = re.compile(r"(?<![\d.])1[0-9]{15}(?![\d])|(?<![\d.])[2-3][0-9]{15}(?![\d])")
+# Not inside a longer alphanumeric run (hex digests), but after "_" as in nuScenes file names.
+EPOCH_US_RE = re.compile(r"(?<![0-9A-Za-z.])[1-3][0-9]{15}(?![0-9A-Za-z])")
 FORBIDDEN_KEYS = frozenset(
     {
         "token", "sample_token", "scene_token", "sample_data_token", "instance_token",
