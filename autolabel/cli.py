@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
 
-app = typer.Typer(
+#: Options whose value is optional: given bare (last, or before another option), they take this.
+OPTIONAL_VALUE_OPTIONS = {"--ray": "local"}
+
+
+def with_optional_values(args: list[str]) -> list[str]:
+    """``--ray`` without a value (last, or followed by another option) becomes ``--ray=local``;
+    typer's options always take a value, the command line contract has ``[--ray [ADDRESS]]``."""
+    out = []
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else None
+        if arg in OPTIONAL_VALUE_OPTIONS and (following is None or following.startswith("-")):
+            out.append(f"{arg}={OPTIONAL_VALUE_OPTIONS[arg]}")
+        else:
+            out.append(arg)
+    return out
+
+
+class _Typer(typer.Typer):
+    def __call__(self, *args, **kwargs):
+        sys.argv[1:] = with_optional_values(sys.argv[1:])
+        return super().__call__(*args, **kwargs)
+
+
+app = _Typer(
     no_args_is_help=True, add_completion=False, help="Auto-label nuScenes-format driving logs."
 )
 eval_app = typer.Typer(
@@ -24,27 +48,51 @@ def version() -> None:
 
 
 @app.command()
+def clips(
+    dataroot: str = typer.Argument(..., help="dataset root (holds the table folder)"),
+    version: str = typer.Option(
+        ..., help="table folder: v1.0-mini, v1.0-trainval, annotation (T4)"
+    ),
+) -> None:
+    """List the clips (scenes) of a nuScenes-format dataset, one per line."""
+    from autolabel.nuscenes_reader import DatasetError, describe_clips
+
+    try:
+        rows = describe_clips(dataroot, version)
+    except DatasetError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    for r in rows:
+        print(
+            f"{r['name']}\tkeyframes={r['keyframes']}\tduration_s={r['duration_s']}"
+            f"\tlidar={r['lidar']}\tcameras={','.join(r['cameras'])}\tannotations={r['annotations']}"
+        )
+
+
+@app.command()
 def synth(
     out: Path = typer.Argument(..., help="Dataroot to create (nuScenes layout)."),
-    scenes: int = typer.Option(2, help="Number of scenes (clips)."),
-    seconds: float = typer.Option(20.0, help="Clip length, seconds (keyframes at 2 Hz)."),
-    seed: int = typer.Option(0, help="Seed of every random choice."),
-    width: int | None = typer.Option(None, help="Camera image width (default: the rig's)."),
-    height: int | None = typer.Option(None, help="Camera image height (default: the rig's)."),
-    rig: str = typer.Option("nuscenes", help="Sensor rig name or YAML path."),
-    version: str = typer.Option("v1.0-mini", help="nuScenes version folder to write."),
+    scenes: int | None = typer.Option(None, help="Number of scenes (clips) [2]."),
+    seconds: float | None = typer.Option(None, help="Clip length, seconds [20]."),
+    seed: int | None = typer.Option(None, help="Seed of every random choice [0]."),
+    width: int | None = typer.Option(None, help="Camera image width [the rig's]."),
+    height: int | None = typer.Option(None, help="Camera image height [the rig's]."),
+    rig: str | None = typer.Option(None, help="Sensor rig name or YAML path [nuscenes]."),
+    version: str | None = typer.Option(None, help="nuScenes version folder [v1.0-mini]."),
+    lidar_hz: float | None = typer.Option(None, help="LiDAR sweep rate, Hz [10]."),
+    config: Path | None = typer.Option(None, help="YAML of SynthConfig fields (options win)."),
     force: bool = typer.Option(False, help="Replace an existing dataset in OUT."),
 ) -> None:
     """Write synthetic drive logs as a nuScenes-format dataset (tables, images, sweeps, maps)."""
-    from autolabel.synth.config import SynthConfig
+    from autolabel.synth.config import load_synth_config
     from autolabel.synth.generator import generate_dataset
 
     try:
-        config = SynthConfig(
-            scenes=scenes, seed=seed, seconds=seconds, width_px=width, height_px=height,
-            rig=rig, version=version,
+        synth_config = load_synth_config(
+            config, scenes=scenes, seconds=seconds, seed=seed, width_px=width, height_px=height,
+            rig=rig, version=version, lidar_hz=lidar_hz,
         )  # fmt: skip
-        summary = generate_dataset(out, config, overwrite=force)
+        summary = generate_dataset(out, synth_config, overwrite=force)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         raise typer.BadParameter(str(e)) from None
     for key in ("dataroot", "version", "logs", "samples", "sample_data", "sample_annotations"):
@@ -94,6 +142,174 @@ def eval_track(
         raise typer.Exit(1) from None
     for line in format_tracking_metrics(report["metrics"]):
         print(line)
+
+
+@app.command("check-qa")
+def check_qa(
+    run: str = typer.Argument(..., help="Run folder with <clip>/qa.jsonl and attributes.parquet."),
+    templates: str = typer.Option(None, help="Template folder (default: the packaged templates)."),
+    rig: str = typer.Option(
+        None, help="Rig name or YAML; also check every box against the projected 3D box."
+    ),
+    limit: int = typer.Option(50, help="Print at most this many mismatches."),
+) -> None:
+    """Re-derive every QA answer from the attributes; exit 1 on any mismatch."""
+    from autolabel.qa.check import check_qa_run
+    from autolabel.qa.templates import load_templates
+
+    cameras = None
+    if rig:
+        from calib.rig import load_rig
+
+        cameras = load_rig(rig).cameras
+    try:
+        report = check_qa_run(run, load_templates(templates), cameras)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"check-qa: {e}")
+        raise typer.Exit(2) from None
+    for mismatch in report.mismatches[:limit]:
+        print(mismatch)
+    if len(report.mismatches) > limit:
+        print(f"... and {len(report.mismatches) - limit} more")
+    print(f"clips: {len(report.records)}")
+    print(f"records: {sum(report.records.values())}")
+    print(f"mismatches: {len(report.mismatches)}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    dataroot: Path = typer.Argument(..., help="nuScenes-format dataset root."),
+    version: str = typer.Option(..., "--version", help="Table folder, e.g. v1.0-mini."),
+    out: Path = typer.Option(..., "--out", help="Run folder (one subfolder per clip)."),
+    scenes: str = typer.Option("", help="Comma-separated scene names (default: all)."),
+    detector: str = typer.Option(None, help="Detector backend (lidar, gt, results, bevfusion)."),
+    tracker: str = typer.Option(None, help="Tracker (pub)."),
+    segmenter: str = typer.Option(None, help="Segmenter backend (lidar, sam2)."),
+    config: Path = typer.Option(None, help="YAML run config (PipelineConfig fields, 'ray')."),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        help="Run on Ray: a bare --ray (last, or before another option) starts a local cluster "
+        "sized to the machine; --ray ADDRESS joins one ('auto': the one `ray start` runs here).",
+    ),
+    force: bool = typer.Option(False, help="Recompute clips whose outputs are complete."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Run every stage on every clip; exit 1 when a clip failed (the others still complete)."""
+    from autolabel.config import ConfigError, load_run_config
+    from autolabel.run_report import format_run_report
+
+    try:
+        run_config, ray_options = load_run_config(
+            config, detector=detector, tracker=tracker, segmenter=segmenter
+        )
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from None
+    scene_list = [s for s in scenes.split(",") if s] or None
+    if ray:
+        from ray_jobs.run_clips import run_pipeline_ray
+
+        summary = run_pipeline_ray(
+            dataroot, version, out, scene_list, run_config, ray_options, ray, force, progress
+        )
+    else:
+        from autolabel.pipeline import run_pipeline
+
+        summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
+    print(format_run_report(summary))
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("demo_out"), help="Folder for the dataset and the run."),
+    scenes: int = typer.Option(2, help="Synthetic clips."),
+    seconds: float = typer.Option(20.0, help="Clip length, seconds."),
+    width: int = typer.Option(480, help="Camera image width, pixels."),
+    height: int = typer.Option(270, help="Camera image height, pixels."),
+    seed: int = typer.Option(0, help="Seed of the synthetic world and of the run."),
+    ray: str = typer.Option(None, "--ray", help="Run on Ray (as `run --ray`)."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Synthetic clips -> every stage (CPU defaults) -> detection and tracking metrics."""
+    from autolabel.demo import DemoConfig, run_demo
+    from autolabel.run_report import format_run_report
+
+    result = run_demo(
+        out,
+        DemoConfig(scenes=scenes, seconds=seconds, width_px=width, height_px=height, seed=seed),
+        ray_address=ray,
+        use_ray=bool(ray),
+        progress=progress,
+    )
+    print(format_run_report(result["summary"]))
+    print("\ndetection (nuScenes metrics, synthetic ground truth):")
+    print("\n".join(result["detection"]))
+    print("\ntracking:")
+    print("\n".join(result["tracking"]))
+    print(f"\ndataset: {result['dataroot']}\nrun: {result['run']}")
+    if result.get("release"):
+        rel = result["release"]
+        splits = ", ".join(f"{s} {n}" for s, n in rel["splits"].items())
+        print(f"release: {rel['out_dir']} ({splits} records)")
+    if result["summary"].failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def release(
+    run: Path = typer.Argument(
+        ..., help="Run folder with <clip>/qa.jsonl, labels/, manifest.json."
+    ),
+    out: Path = typer.Option(..., "--out", help="Release folder to write."),
+    dataroot: str = typer.Option(None, help="Dataset root (default: each clip's manifest)."),
+    version: str = typer.Option(None, help="Dataset version (default: each clip's manifest)."),
+    salt: str = typer.Option(None, help="Secret salt of the re-keyed ids (default: from the run)."),
+    frames: str = typer.Option(None, help="Images per camera: context (default) or keyframe."),
+    image_format: str = typer.Option(None, help="jpg (default) or png."),
+    webdataset: bool = typer.Option(False, help="Also write WebDataset tar shards."),
+    learned_faces: bool = typer.Option(
+        None, "--learned-faces/--no-learned-faces", help="Blur CenterFace faces (default: on)."
+    ),
+    config: Path = typer.Option(None, help="YAML with ReleaseConfig fields (options override)."),
+    force: bool = typer.Option(False, help="Replace an existing release folder."),
+) -> None:
+    """Anonymized training release: Parquet, conversations, dataset card, statistics."""
+    import dataclasses
+
+    from autolabel.config import ConfigError
+    from autolabel.release import ReleaseLeakError, build_release
+    from autolabel.release.writer import load_release_config
+
+    try:
+        cfg = load_release_config(config)
+        cfg = dataclasses.replace(
+            cfg,
+            dataroot=dataroot or cfg.dataroot,
+            version=version or cfg.version,
+            salt=salt or cfg.salt,
+            frames=frames or cfg.frames,
+            image_format=image_format or cfg.image_format,
+            webdataset=webdataset or cfg.webdataset,
+            anonymize=dataclasses.replace(
+                cfg.anonymize,
+                learned_faces=cfg.anonymize.learned_faces
+                if learned_faces is None
+                else learned_faces,
+            ),
+            overwrite=force,
+        )
+        summary = build_release(run, out, cfg)
+    except (ConfigError, FileNotFoundError, FileExistsError, ValueError, ReleaseLeakError) as e:
+        typer.echo(f"release: {e}", err=True)
+        raise typer.Exit(1) from None
+    for key in ("out_dir", "images", "blurred_area_fraction", "seconds"):
+        print(f"{key}: {summary[key]}")
+    for split, n in summary["splits"].items():
+        print(f"split {split}: {n} records, {summary['clips'][split]} clips")
 
 
 if __name__ == "__main__":

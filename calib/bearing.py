@@ -10,10 +10,14 @@ import numpy as np
 
 
 def bearing_deg(xy_ego: np.ndarray) -> np.ndarray:
-    """Bearing of ego-frame positions (..., 2) or (..., 3), degrees in (-180, 180]."""
+    """Bearing of ego-frame positions (..., 2) or (..., 3), degrees in (-180, 180].
+
+    Bearings within 1e-9 deg of -180 count as +180: a point straight behind the ego, carried
+    through a rotated pose, lands a rounding error to either side of the branch cut.
+    """
     xy = np.asarray(xy_ego, dtype=np.float64)
     deg = np.degrees(np.arctan2(xy[..., 1], xy[..., 0]))
-    return np.where(deg <= -180.0, deg + 360.0, deg)
+    return np.where(deg <= -180.0 + 1e-9, 180.0, deg)
 
 
 def clock_from_bearing(bearing: np.ndarray | float) -> np.ndarray:
