@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from nuscenes.eval.common.config import config_factory
 from nuscenes.eval.detection.constants import DETECTION_NAMES
 from nuscenes.eval.detection.utils import category_to_detection_name
-from nuscenes.eval.common.config import config_factory
 
 #: Detection class names; a box's ``label`` is an index into this tuple.
 DETECTION_CLASSES: tuple[str, ...] = tuple(DETECTION_NAMES)

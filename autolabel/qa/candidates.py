@@ -1,0 +1,251 @@
+"""Candidate questions: which regions (and times, cameras) a question type may ask about.
+
+A template's ``subjects`` names one enumerator here. Enumerators work on all regions of a clip's
+QA keyframes at once (:class:`ClipRegions`), with numpy per keyframe (and per camera for ranked
+sets); none loops over objects in Python.
+
+- ``ego``: no region, one candidate per keyframe (asked over the front camera).
+- ``region``: every region, over the first camera that shows it.
+- ``region_horizon``: every region at every horizon of the template (0 = the keyframe).
+- ``pair_same_camera``: ordered pairs (A, B) shown together by at least one camera.
+- ``pair_cross_camera``: unordered pairs that no camera shows together (a multi-view question).
+- ``region_camera_pair``: a region and two neighbouring cameras, at least one showing it.
+- ``ranked_set``: ``size`` regions in one camera, the hardest set for each possible answer: the
+  answer (smallest rank key) and the next regions by rank key at least ``margin_m`` beyond it
+  (``chain``: each at least ``margin_m`` beyond the previous). Role order is shuffled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autolabel.qa.quantities import RANK_KEYS
+
+
+@dataclass
+class ClipRegions:
+    """Every region of a clip's QA keyframes, concatenated (M rows, keyframe-major).
+
+    Attributes:
+        keyframe_pos: (M,) position of the region's keyframe in ``keyframes``.
+        keyframes: (K,) keyframe frame indices.
+        offsets: (K + 1,) rows of keyframe k are ``offsets[k]:offsets[k + 1]``.
+        row_in_keyframe: (M,) row in that keyframe's ``KeyframeRegions``.
+        region_id, track_id: (M,) int64.
+        attr_row: (M,) row of the region's track at the keyframe in the attributes.
+        label: (M,) class names.
+        visible: (M, C) visible in camera c at the keyframe.
+        channels: the C camera channels.
+        attrs: the clip's attributes (``ObjectAttributes``).
+    """
+
+    keyframe_pos: np.ndarray
+    keyframes: np.ndarray
+    offsets: np.ndarray
+    row_in_keyframe: np.ndarray
+    region_id: np.ndarray
+    track_id: np.ndarray
+    attr_row: np.ndarray
+    label: np.ndarray
+    visible: np.ndarray
+    channels: tuple[str, ...]
+    attrs: Any
+
+    def __len__(self) -> int:
+        return len(self.region_id)
+
+    @property
+    def primary_camera(self) -> np.ndarray:
+        """(M,) the first camera (rig order) showing each region."""
+        return np.argmax(self.visible, axis=1)
+
+
+@dataclass
+class Candidates:
+    """N candidate questions.
+
+    Attributes:
+        keyframe_pos: (N,) keyframe position.
+        regions: (N, k) rows of ``ClipRegions`` in role order.
+        horizon_s: (N,) look-ahead, seconds.
+        cameras: (N, 2) camera indices the question is posed over / names (-1: none).
+    """
+
+    keyframe_pos: np.ndarray
+    regions: np.ndarray
+    horizon_s: np.ndarray
+    cameras: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.keyframe_pos)
+
+
+def _make(kpos, regions, horizon=None, cameras=None, k: int | None = None) -> Candidates:
+    kpos = np.asarray(kpos, dtype=np.int64).reshape(-1)
+    n = len(kpos)
+    regions = np.asarray(regions, dtype=np.int64).reshape(n, -1 if k is None else k)
+    horizon = np.zeros(n) if horizon is None else np.asarray(horizon, dtype=np.float64)
+    cams = np.full((n, 2), -1, dtype=np.int64)
+    if cameras is not None:
+        cams[:] = np.asarray(cameras, dtype=np.int64).reshape(n, 2)
+    return Candidates(kpos, regions, horizon, cams)
+
+
+def _front_camera(channels: tuple[str, ...]) -> int:
+    return channels.index("CAM_FRONT") if "CAM_FRONT" in channels else 0
+
+
+def _ego(cr: ClipRegions, params: Mapping[str, Any], horizons, rng) -> Candidates:
+    kpos = np.flatnonzero(np.diff(cr.offsets) > 0)
+    cams = np.stack([np.full(len(kpos), _front_camera(cr.channels)), np.full(len(kpos), -1)], 1)
+    return _make(kpos, np.zeros((len(kpos), 0)), cameras=cams, k=0)
+
+
+def _region(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    m = np.arange(len(cr))
+    cams = np.stack([cr.primary_camera, np.full(len(cr), -1)], 1)
+    return _make(cr.keyframe_pos, m[:, None], cameras=cams)
+
+
+def _region_horizon(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    """Region-major: the candidates of region m are rows m*H .. m*H + H - 1."""
+    h = np.asarray(horizons, dtype=np.float64)
+    m = np.repeat(np.arange(len(cr)), len(h))
+    cams = np.stack([cr.primary_camera[m], np.full(len(m), -1)], 1)
+    return _make(cr.keyframe_pos[m], m[:, None], np.tile(h, len(cr)), cams)
+
+
+def _pairs(cr: ClipRegions, same_camera: bool) -> Candidates:
+    out_k, out_r, out_c = [], [], []
+    primary = cr.primary_camera
+    for k in range(len(cr.offsets) - 1):
+        lo, hi = cr.offsets[k], cr.offsets[k + 1]
+        if hi - lo < 2:
+            continue
+        i, j = np.meshgrid(np.arange(lo, hi), np.arange(lo, hi), indexing="ij")
+        i, j = i.ravel(), j.ravel()
+        keep = i != j if same_camera else i < j
+        i, j = i[keep], j[keep]
+        common = cr.visible[i] & cr.visible[j]
+        shared = common.any(axis=1)
+        if same_camera:
+            sel = shared
+            cams = np.stack([np.argmax(common[sel], axis=1), np.full(sel.sum(), -1)], 1)
+        else:
+            sel = ~shared & cr.visible[i].any(axis=1) & cr.visible[j].any(axis=1)
+            cams = np.stack([primary[i[sel]], primary[j[sel]]], 1)
+        out_k.append(np.full(sel.sum(), k))
+        out_r.append(np.stack([i[sel], j[sel]], 1))
+        out_c.append(cams)
+    if not out_k:
+        return _make(np.zeros(0), np.zeros((0, 2)), k=2)
+    return _make(np.concatenate(out_k), np.concatenate(out_r), cameras=np.concatenate(out_c), k=2)
+
+
+def _pair_same_camera(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    return _pairs(cr, same_camera=True)
+
+
+def _pair_cross_camera(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    return _pairs(cr, same_camera=False)
+
+
+def _region_camera_pair(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    c = len(cr.channels)
+    if c < 2:
+        return _make(np.zeros(0), np.zeros((0, 1)), k=1)
+    m, cam = np.meshgrid(np.arange(len(cr)), np.arange(c), indexing="ij")
+    m, cam = m.ravel(), cam.ravel()
+    nxt = (cam + 1) % c  # the rig's cameras are listed around the car, so neighbours overlap
+    keep = cr.visible[m, cam] | cr.visible[m, nxt]
+    m, cam, nxt = m[keep], cam[keep], nxt[keep]
+    return _make(cr.keyframe_pos[m], m[:, None], cameras=np.stack([cam, nxt], 1))
+
+
+def _ranked_set(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    size, margin = int(params["size"]), float(params["margin_m"])
+    chain = bool(params.get("chain", False))
+    key_all = RANK_KEYS[params["rank_by"]]
+    out_k, out_r, out_c = [], [], []
+    for k in range(len(cr.offsets) - 1):
+        lo, hi = cr.offsets[k], cr.offsets[k + 1]
+        if hi - lo < size:
+            continue
+        rows = np.arange(lo, hi)
+        for c in range(len(cr.channels)):
+            members = rows[cr.visible[lo:hi, c]]
+            if len(members) < size:
+                continue
+            keys = key_all(cr.attrs, cr.attr_row[members])
+            order = np.argsort(keys, kind="stable")
+            ks, mem = keys[order], members[order]
+            pos = [np.arange(len(mem))]
+            nxt = np.searchsorted(ks, ks + margin, side="left")
+            pos.append(nxt)
+            for _ in range(size - 2):
+                prev = pos[-1]
+                pos.append(
+                    np.searchsorted(ks, ks[np.minimum(prev, len(ks) - 1)] + margin, side="left")
+                    if chain
+                    else prev + 1
+                )
+            pos = np.stack(pos, 1)
+            ok = np.all(pos < len(mem), axis=1)
+            if not ok.any():
+                continue
+            out_r.append(mem[pos[ok]])
+            out_k.append(np.full(ok.sum(), k))
+            out_c.append(np.stack([np.full(ok.sum(), c), np.full(ok.sum(), -1)], 1))
+    if not out_k:
+        return _make(np.zeros(0), np.zeros((0, size)), k=size)
+    regions = np.concatenate(out_r)
+    kpos = np.concatenate(out_k)
+    cams = np.concatenate(out_c)
+    # The same set seen by two cameras is one candidate (the first camera's).
+    _, first = np.unique(np.sort(regions, axis=1), axis=0, return_index=True)
+    first = np.sort(first)
+    regions, kpos, cams = regions[first], kpos[first], cams[first]
+    return _make(kpos, rng.permuted(regions, axis=1), cameras=cams, k=size)
+
+
+Enumerator = Callable[
+    [ClipRegions, Mapping[str, Any], tuple[float, ...], np.random.Generator], Candidates
+]
+
+#: subjects name -> (number of regions, or None when ``params["size"]`` says, enumerator)
+SUBJECTS: dict[str, tuple[int | None, Enumerator]] = {
+    "ego": (0, _ego),
+    "region": (1, _region),
+    "region_horizon": (1, _region_horizon),
+    "pair_same_camera": (2, _pair_same_camera),
+    "pair_cross_camera": (2, _pair_cross_camera),
+    "region_camera_pair": (1, _region_camera_pair),
+    "ranked_set": (None, _ranked_set),
+}
+
+
+def subject_region_count(subjects: str, params: Mapping[str, Any]) -> int:
+    """How many regions a question of these subjects names."""
+    n, _ = SUBJECTS[subjects]
+    if n is None:
+        if "size" not in params or "rank_by" not in params or "margin_m" not in params:
+            raise ValueError(
+                f"subjects {subjects}: the quantity needs size, rank_by and margin_m parameters"
+            )
+        return int(params["size"])
+    return n
+
+
+def enumerate_candidates(
+    subjects: str,
+    regions: ClipRegions,
+    params: Mapping[str, Any],
+    horizons: tuple[float, ...],
+    rng: np.random.Generator,
+) -> Candidates:
+    """The candidates of ``subjects`` over all keyframes of a clip."""
+    return SUBJECTS[subjects][1](regions, params, horizons, rng)

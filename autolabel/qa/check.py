@@ -1,0 +1,590 @@
+"""``autolabel check-qa``: re-derive every answer of ``qa.jsonl`` from ``attributes.parquet``.
+
+The published STRIDE-QA set had region ids in its text that did not match its boxes and masks.
+This checker closes the loop for every record: the ``Region [X]`` ids in the text -> the record's
+regions -> their track ids -> the track's attribute row at the keyframe -> the quantity of the
+record's question type (the same registered function the generator used, on rows found
+independently of the generator) -> the structured answer, the chosen multiple-choice letter and the
+question, answer and explanation re-rendered from the template variants the record names. Any
+difference is a mismatch. Around that it checks:
+
+- one region id <-> one track id (and class, visible cameras, keyframe boxes and masks) per
+  keyframe over all records of a clip; unique record ids; a group shares keyframe and tracks;
+- the class of each region equals the attributes' class of its track;
+- each keyframe view's mask lies on its box (IoU of the mask's bounding box with the 2D box at
+  least ``min_mask_box_iou``, the visibility filter's IoU rule);
+- with a rig (``--rig``): each view's box matches the projection of the track's 3D box from the
+  attributes into that camera (IoU at least ``min_projection_iou``), which ties a region's boxes and
+  masks to its track independently of the segmentation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pycocotools import mask as mask_utils
+
+from autolabel.attributes import ObjectAttributes
+from autolabel.classes import DETECTION_CLASSES
+from autolabel.qa.generate import QA_FILE
+from autolabel.qa.quantities import ROLES, QuantityInput
+from autolabel.qa.records import (
+    LETTERS,
+    QAContent,
+    answer_key,
+    correct_letter,
+    region_text,
+    render_texts,
+    structured_answer,
+    text_fields,
+)
+from autolabel.qa.templates import QuestionType, TemplateSet, load_templates, region_ids_in
+from autolabel.sensors import CAMERA_CHANNELS, CameraCalibration
+from calib.projection import box_iou_2d
+
+ATTRIBUTES_FILE = "attributes.parquet"
+_REQUIRED = (
+    "id", "group_id", "clip", "keyframe", "cameras", "question", "answer", "answer_values",
+    "category", "kind", "type", "template_id", "template_variant", "params", "regions",
+)  # fmt: skip
+#: Absolute tolerance of stored numbers (they are rounded to 3 decimals).
+VALUE_TOLERANCE = 2e-3
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One disagreement between a record and what the attributes say."""
+
+    clip: str
+    record_id: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.clip} {self.record_id} {self.field}: {self.message}"
+
+
+@dataclass
+class CheckReport:
+    """Result of checking a run: records checked per clip and every mismatch."""
+
+    records: dict[str, int] = field(default_factory=dict)
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and bool(self.records)
+
+
+def read_qa_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Records of a ``qa.jsonl``; a malformed line raises ``ValueError`` naming file and line."""
+    path = Path(path)
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{path}:{n}: expected a JSON object")
+            out.append(rec)
+    return out
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return abs(float(a) - float(b)) <= VALUE_TOLERANCE
+        except (TypeError, ValueError):
+            return False
+    return a == b
+
+
+class _ClipChecker:
+    def __init__(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        attrs: ObjectAttributes,
+        templates: TemplateSet,
+        clip: str,
+        cameras: Sequence[CameraCalibration] | None,
+        min_mask_box_iou: float,
+        min_projection_iou: float,
+    ) -> None:
+        self.records, self.attrs, self.templates, self.clip = records, attrs, templates, clip
+        self.cameras = {c.channel: c for c in cameras} if cameras else None
+        self.min_mask_box_iou, self.min_projection_iou = min_mask_box_iou, min_projection_iou
+        self.out: list[Mismatch] = []
+        self._pending: list[tuple] = []
+        self.channels = self._channel_order()
+
+    def bad(self, rec: Mapping[str, Any] | None, field_: str, message: str) -> None:
+        rid = str(rec.get("id", "?")) if isinstance(rec, Mapping) else "-"
+        self.out.append(Mismatch(self.clip, rid, field_, message))
+
+    def _channel_order(self) -> tuple[str, ...]:
+        for rec in self.records:
+            qt = self.templates.types.get(rec.get("type"))
+            if qt is not None and qt.cameras == "all" and isinstance(rec.get("cameras"), list):
+                return tuple(rec["cameras"])
+        seen = {c for rec in self.records for c in rec.get("cameras", []) if isinstance(c, str)}
+        return tuple(CAMERA_CHANNELS) + tuple(sorted(seen - set(CAMERA_CHANNELS)))
+
+    # ---------------------------------------------------------------- structure and grounding
+    def _structure(self, rec: Mapping[str, Any]) -> tuple[QuestionType, np.ndarray] | None:
+        missing = [k for k in _REQUIRED if k not in rec]
+        if missing:
+            self.bad(rec, missing[0], "required field missing")
+            return None
+        qt = self.templates.types.get(rec["type"])
+        if qt is None:
+            self.bad(rec, "type", f"unknown question type {rec['type']!r}")
+            return None
+        for key, want in (("template_id", qt.id), ("category", qt.category), ("kind", qt.kind)):
+            if rec[key] != want:
+                self.bad(rec, key, f"expected {want!r} for type {qt.id}, got {rec[key]!r}")
+        if rec.get("clip") != self.clip:
+            self.bad(rec, "clip", f"record of clip {rec.get('clip')!r} in {self.clip}'s file")
+        regions = rec["regions"]
+        if not isinstance(regions, list) or len(regions) != qt.n_regions:
+            self.bad(rec, "regions", f"type {qt.id} asks about {qt.n_regions} regions")
+            return None
+        kf = rec["keyframe"].get("frame_index") if isinstance(rec["keyframe"], Mapping) else None
+        if not isinstance(kf, int):
+            self.bad(rec, "keyframe.frame_index", "missing or not an integer")
+            return None
+        rows = np.full(len(regions), -1, dtype=np.int64)
+        ids = []
+        for i, reg in enumerate(regions):
+            where = f"regions[{i}]"
+            if not isinstance(reg, Mapping) or not {
+                "role",
+                "region_id",
+                "track_id",
+                "class",
+            } <= set(reg):
+                self.bad(rec, where, "needs role, region_id, track_id, class")
+                return None
+            if reg["role"] != ROLES[i]:
+                self.bad(rec, f"{where}.role", f"expected {ROLES[i]}, got {reg['role']!r}")
+            row = int(self.attrs.row_of(np.array([kf]), np.array([int(reg["track_id"])]))[0])
+            if row < 0:
+                self.bad(
+                    rec,
+                    f"{where}.track_id",
+                    f"Region [{reg['region_id']}] -> track {reg['track_id']} has no attributes "
+                    f"at keyframe {kf}",
+                )
+                return None
+            cls = DETECTION_CLASSES[int(self.attrs.label[row])]
+            if reg["class"] != cls:
+                self.bad(
+                    rec,
+                    f"{where}.class",
+                    f"Region [{reg['region_id']}] is a {reg['class']} in the record but track "
+                    f"{reg['track_id']} is a {cls} in the attributes",
+                )
+            rows[i] = row
+            ids.append(reg["region_id"])
+        if len(set(ids)) != len(ids):
+            self.bad(rec, "regions", f"a region appears twice: {ids}")
+        texts = [rec.get("question") or "", rec.get("answer") or "", rec.get("explanation") or ""]
+        for name, text in zip(("question", "answer", "explanation"), texts, strict=True):
+            stray = [x for x in region_ids_in(text) if x not in ids]
+            if stray:
+                self.bad(
+                    rec,
+                    name,
+                    f"names Region [{stray[0]}], which is not among the record's regions {ids}",
+                )
+        return qt, rows
+
+    def _views(self, rec: Mapping[str, Any], rows: np.ndarray) -> None:
+        kf = rec["keyframe"]["frame_index"]
+        for i, reg in enumerate(rec["regions"]):
+            views = [v for v in reg.get("views", []) if isinstance(v, Mapping)]
+            for j, v in enumerate(views):
+                where = f"regions[{i}].views[{j}]"
+                try:
+                    box = np.asarray(v["box_px"], dtype=np.float64).reshape(1, 4)
+                    rle = dict(v["mask_rle"])
+                    rle_c = {"size": rle["size"], "counts": rle["counts"].encode("ascii")}
+                    mask_box = mask_utils.toBbox(rle_c).reshape(1, 4)
+                except (KeyError, TypeError, ValueError, AttributeError) as e:
+                    self.bad(rec, where, f"malformed view ({e})")
+                    continue
+                mask_box[:, 2:] += mask_box[:, :2]
+                if v.get("frame_index") == kf and v.get("visible", True):
+                    iou = float(box_iou_2d(box, mask_box)[0])
+                    if iou < self.min_mask_box_iou:
+                        self.bad(
+                            rec,
+                            where,
+                            f"Region [{reg['region_id']}] {v.get('camera')}: mask and box "
+                            f"disagree (IoU {iou:.2f} < {self.min_mask_box_iou})",
+                        )
+                if self.cameras is not None:
+                    self._pending.append((rec, reg, v, box[0], where))
+
+    def _projections(self) -> None:
+        """Every pending view's box against its track's projected 3D box, per camera at once."""
+        from autolabel.qa.projected_grounding import projected_boxes
+
+        by_cam: dict[str, list[tuple]] = defaultdict(list)
+        for item in self._pending:
+            rec, reg, v, box, where = item
+            if v.get("camera") not in self.cameras:
+                self.bad(rec, where, f"camera {v.get('camera')!r} is not in the rig")
+                continue
+            by_cam[v["camera"]].append(item)
+        for channel, items in by_cam.items():
+            frames = np.array([int(it[2]["frame_index"]) for it in items])
+            tracks = np.array([int(it[1]["track_id"]) for it in items])
+            rows = self.attrs.row_of(frames, tracks)
+            projected, _ = projected_boxes(self.attrs, np.maximum(rows, 0), self.cameras[channel])
+            iou = box_iou_2d(projected, np.stack([it[3] for it in items]))
+            for (rec, reg, v, _, where), row, value in zip(items, rows, iou, strict=True):
+                if row < 0:
+                    self.bad(
+                        rec,
+                        where,
+                        f"track {reg['track_id']} has no attributes in frame {v['frame_index']}",
+                    )
+                elif value < self.min_projection_iou:
+                    self.bad(
+                        rec,
+                        where,
+                        f"Region [{reg['region_id']}] {channel} frame {v['frame_index']}: box is "
+                        f"not track {reg['track_id']}'s projected 3D box (IoU {value:.2f})",
+                    )
+
+    def _cross_record(self) -> None:
+        """Per keyframe, every record must agree on each region's track, class, visible cameras
+        and boxes / masks; the value most records give is taken as right, the others flagged."""
+        seen: dict[tuple, dict[Any, list[Mapping[str, Any]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        ids: set[Any] = set()
+        groups: dict[Any, tuple[Any, Any]] = {}
+        for rec in self.records:
+            rid = rec.get("id")
+            if rid in ids:
+                self.bad(rec, "id", "duplicate record id")
+            ids.add(rid)
+            try:
+                kf = rec["keyframe"]["frame_index"]
+                regs = rec["regions"]
+                tracks = tuple(int(r["track_id"]) for r in regs)
+            except (KeyError, TypeError, ValueError):
+                continue
+            gid = rec.get("group_id")
+            if gid != rid and groups.setdefault(gid, (kf, tracks)) != (kf, tracks):
+                self.bad(rec, "group_id", f"group {gid} mixes keyframes or regions")
+            for reg in regs:
+                r_id, t_id = reg.get("region_id"), reg.get("track_id")
+                items = [
+                    (("region_id -> track_id", kf, r_id), t_id),
+                    (("track_id -> region_id", kf, t_id), r_id),
+                    (("class", kf, r_id), reg.get("class")),
+                    (("cameras_visible", kf, r_id), tuple(reg.get("cameras_visible", []))),
+                ]
+                for v in reg.get("views", []):
+                    if isinstance(v, Mapping):
+                        items.append(
+                            (
+                                ("box and mask", kf, r_id, v.get("camera"), v.get("frame_index")),
+                                (
+                                    tuple(v.get("box_px", ())),
+                                    json.dumps(v.get("mask_rle"), sort_keys=True),
+                                ),
+                            )
+                        )
+                for key, val in items:
+                    seen[key][val].append(rec)
+        for key, by_value in seen.items():
+            if len(by_value) < 2:
+                continue
+            ranked = sorted(
+                by_value.items(), key=lambda kv: -len(kv[1])
+            )  # stable: first seen wins ties
+            majority, supporters = ranked[0]
+            for val, recs in ranked[1:]:
+                if key[0] == "box and mask":
+                    what = f"box and mask of {key[2]} ({key[3]}, frame {key[4]}) differ from"
+                else:
+                    what = f"{key[0]} of {key[2]} is {val!r} here but {majority!r} in"
+                for rec in recs:
+                    self.bad(
+                        rec,
+                        "regions",
+                        f"keyframe {key[1]}: {what} {len(supporters)} other record(s), "
+                        f"e.g. {supporters[0].get('id')}",
+                    )
+
+    # ---------------------------------------------------------------- answers
+    def _answers(self, qt: QuestionType, batch: list[tuple[Mapping[str, Any], np.ndarray]]) -> None:
+        n = len(batch)
+        k = qt.n_regions
+        rows = np.array([b[1] for b in batch], dtype=np.int64).reshape(n, k)
+        frame_index = np.array([b[0]["keyframe"]["frame_index"] for b in batch], dtype=np.int64)
+        horizon = np.zeros(n)
+        cams = np.full((n, 2), -1, dtype=np.int64)
+        visible = np.zeros((n, k, len(self.channels)), dtype=bool)
+        usable = np.ones(n, dtype=bool)
+        for i, (rec, _) in enumerate(batch):
+            params = rec.get("params") or {}
+            if qt.subjects == "region_horizon":
+                h = params.get("horizon_s")
+                if not isinstance(h, (int, float)) or float(h) not in qt.horizons:
+                    self.bad(rec, "params.horizon_s", f"expected one of {qt.horizons}, got {h!r}")
+                    usable[i] = False
+                    continue
+                horizon[i] = float(h)
+            asked = params.get("asked_cameras")
+            if qt.subjects in ("pair_cross_camera", "region_camera_pair"):
+                if (
+                    not isinstance(asked, list)
+                    or len(asked) != 2
+                    or any(a not in self.channels for a in asked)
+                ):
+                    self.bad(
+                        rec, "params.asked_cameras", f"expected two known cameras, got {asked!r}"
+                    )
+                    usable[i] = False
+                    continue
+                cams[i] = [self.channels.index(a) for a in asked]
+            for j, reg in enumerate(rec["regions"]):
+                for ch in reg.get("cameras_visible", []):
+                    if ch in self.channels:
+                        visible[i, j, self.channels.index(ch)] = True
+        q = QuantityInput(
+            attrs=self.attrs,
+            rows=rows,
+            frame_index=frame_index,
+            horizon_s=horizon,
+            cameras=cams,
+            visible=visible,
+            channels=self.channels,
+            params=qt.params,
+        )
+        try:
+            res = qt.quantity(q)
+        except ValueError as e:
+            for rec, _ in batch:
+                self.bad(rec, "type", f"cannot re-derive {qt.id}: {e}")
+            return
+        vocab = self.templates.vocabulary
+        for i, (rec, r) in enumerate(batch):
+            if not usable[i]:
+                continue
+            if not res.valid[i]:
+                self.bad(
+                    rec,
+                    "answer_values",
+                    f"the attributes give no unambiguous {qt.id} answer for regions "
+                    f"{[reg['region_id'] for reg in rec['regions']]}",
+                )
+                continue
+            content = QAContent(
+                region_ids=[int(reg["region_id"]) for reg in rec["regions"]],
+                classes=[DETECTION_CLASSES[int(self.attrs.label[x])] for x in r],
+                values={key: float(v[i]) for key, v in res.values.items()},
+                lists={key: tuple(v[i]) for key, v in res.lists.items()},
+                outcome=None if res.outcome is None else str(res.outcome[i]),
+                horizon_s=float(horizon[i]),
+                asked_cameras=tuple((rec.get("params") or {}).get("asked_cameras") or ()),
+            )
+            self._compare(qt, rec, content, vocab)
+
+    def _choices(self, qt: QuestionType, rec: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+        options = rec.get("choices")
+        if not isinstance(options, list) or len(options) != qt.choices.count:
+            self.bad(rec, "choices", f"expected {qt.choices.count} options")
+            return None
+        letters = [o.get("letter") for o in options if isinstance(o, Mapping)]
+        if letters != list(LETTERS[: len(options)]):
+            self.bad(rec, "choices", f"letters must be {list(LETTERS[: len(options)])}")
+            return None
+        ids = [int(reg["region_id"]) for reg in rec["regions"]]
+        seen = set()
+        for o in options:
+            if qt.choices.options == "param":
+                space = dict(qt.option_space())
+                ok = o.get("key") in space and o.get("text") == space[o.get("key")]
+                ident = o.get("key")
+            elif qt.choices.options == "roles":
+                ok = o.get("region_id") in ids and o.get("text") == region_text(o.get("region_id"))
+                ident = o.get("region_id")
+            else:
+                rids = o.get("region_ids")
+                ok = isinstance(rids, list) and sorted(rids) == sorted(ids)
+                ok = ok and o.get("text") == self.templates.vocabulary.order_separator.join(
+                    region_text(x) for x in rids
+                )
+                ident = tuple(rids) if isinstance(rids, list) else None
+            if not ok:
+                self.bad(
+                    rec, "choices", f"option {o.get('letter')} is not a valid option of {qt.id}"
+                )
+                return None
+            if ident in seen:
+                self.bad(rec, "choices", f"option {o.get('letter')} repeats another option")
+                return None
+            seen.add(ident)
+        return options
+
+    def _compare(self, qt: QuestionType, rec: Mapping[str, Any], c: QAContent, vocab) -> None:
+        variant = rec.get("template_variant") or {}
+        q_idx, a_idx, e_idx = (
+            variant.get("question"),
+            variant.get("answer"),
+            variant.get("explanation"),
+        )
+        if not isinstance(q_idx, int) or not 0 <= q_idx < len(qt.questions):
+            self.bad(rec, "template_variant.question", f"no question phrasing {q_idx!r}")
+            return
+        question = qt.questions[q_idx]
+        if not question.applies(c.horizon_s):
+            self.bad(rec, "template_variant.question", "phrasing not for this horizon")
+        options = letter = None
+        if qt.choices is not None:
+            options = self._choices(qt, rec)
+            if options is None:
+                return
+            letter = correct_letter(qt, options, c)
+            if letter is None:
+                self.bad(
+                    rec,
+                    "choices",
+                    f"no option matches the answer the attributes give ({c.outcome})",
+                )
+                return
+        key = answer_key(qt, question, c.outcome)
+        answers = qt.answers.get(key, ())
+        if not isinstance(a_idx, int) or not 0 <= a_idx < len(answers):
+            self.bad(rec, "template_variant.answer", f"no {key or 'answer'} phrasing {a_idx!r}")
+            return
+        if not answers[a_idx].applies(c.horizon_s):
+            self.bad(rec, "template_variant.answer", "phrasing not for this horizon")
+        if qt.explanations:
+            if not isinstance(e_idx, int) or not 0 <= e_idx < len(qt.explanations):
+                self.bad(rec, "template_variant.explanation", f"no explanation phrasing {e_idx!r}")
+                return
+        else:
+            e_idx = None
+        yes_no = key if question.asks is not None else None
+        expected = structured_answer(qt, c, yes_no, letter)
+        stored = rec.get("answer_values")
+        if not isinstance(stored, Mapping):
+            self.bad(rec, "answer_values", "expected an object")
+            return
+        for name in sorted(set(expected) | set(stored)):
+            if name not in stored:
+                self.bad(
+                    rec, f"answer_values.{name}", f"missing (attributes give {expected[name]!r})"
+                )
+            elif name not in expected:
+                self.bad(rec, f"answer_values.{name}", "not a value of this question type")
+            elif not _close(stored[name], expected[name]):
+                self.bad(
+                    rec,
+                    f"answer_values.{name}",
+                    f"record says {stored[name]!r}, attributes give {expected[name]!r}",
+                )
+        fields = text_fields(qt, c, vocab, options, letter)
+        texts = render_texts(qt, fields, q_idx, key, a_idx, e_idx)
+        for name, want in zip(("question", "answer", "explanation"), texts, strict=True):
+            got = rec.get(name)
+            if got != want:
+                self.bad(rec, name, f"expected {want!r}, got {got!r}")
+
+    def run(self) -> list[Mismatch]:
+        batches: dict[str, list[tuple[Mapping[str, Any], np.ndarray]]] = defaultdict(list)
+        for rec in self.records:
+            if not isinstance(rec, Mapping):
+                self.bad(None, "record", "not a JSON object")
+                continue
+            got = self._structure(rec)
+            if got is None:
+                continue
+            qt, rows = got
+            self._views(rec, rows)
+            batches[qt.id].append((rec, rows))
+        if self.cameras is not None:
+            self._projections()
+        self._cross_record()
+        for type_id, batch in batches.items():
+            self._answers(self.templates.types[type_id], batch)
+        return self.out
+
+
+def check_clip_qa(
+    records: Sequence[Mapping[str, Any]],
+    attrs: ObjectAttributes,
+    clip: str,
+    templates: TemplateSet | None = None,
+    cameras: Sequence[CameraCalibration] | None = None,
+    min_mask_box_iou: float = 0.3,
+    min_projection_iou: float = 0.5,
+) -> list[Mismatch]:
+    """Every mismatch between one clip's QA records and its attributes (empty when consistent).
+
+    Args:
+        records: the clip's ``qa.jsonl`` records.
+        attrs: the clip's attributes.
+        clip: the clip name (records must carry it).
+        templates: the templates the records were generated with (the packaged ones when None).
+        cameras: the rig's cameras, to check boxes against the projected 3D boxes (skipped when
+            None).
+        min_mask_box_iou: least IoU of a keyframe view's mask bounding box with its 2D box.
+        min_projection_iou: least IoU of a view's box with the track's projected box.
+    """
+    return _ClipChecker(
+        records,
+        attrs,
+        templates or load_templates(),
+        clip,
+        cameras,
+        min_mask_box_iou,
+        min_projection_iou,
+    ).run()
+
+
+def check_qa_run(
+    run_dir: str | Path,
+    templates: TemplateSet | None = None,
+    cameras: Sequence[CameraCalibration] | None = None,
+) -> CheckReport:
+    """Check every ``RUN/<clip>/qa.jsonl`` against ``RUN/<clip>/attributes.parquet``.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` has no clip with a ``qa.jsonl``.
+    """
+    run_dir = Path(run_dir)
+    files = sorted(run_dir.glob(f"*/{QA_FILE}"))
+    if not files:
+        raise FileNotFoundError(f"{run_dir}: no <clip>/{QA_FILE} found")
+    templates = templates or load_templates()
+    report = CheckReport()
+    for qa_path in files:
+        clip = qa_path.parent.name
+        attrs_path = qa_path.parent / ATTRIBUTES_FILE
+        try:
+            records = read_qa_jsonl(qa_path)
+            attrs = ObjectAttributes.read_parquet(attrs_path)
+        except (OSError, ValueError) as e:
+            report.records[clip] = 0
+            report.mismatches.append(Mismatch(clip, "-", "file", str(e)))
+            continue
+        report.records[clip] = len(records)
+        report.mismatches += check_clip_qa(records, attrs, clip, templates, cameras)
+    return report

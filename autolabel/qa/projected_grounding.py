@@ -1,0 +1,192 @@
+"""Region grounding from 3D boxes alone: project each track's box into the rig's cameras.
+
+For runs without a segmenter, for tests and for benchmarks: the 2D box of a view is the clipped
+projection of the object's 3D box (the same projected box the visibility filter compares with the
+mask) and the mask is the convex hull of the projected corners, as COCO RLE. An object counts as
+visible in a camera at a frame when at least ``min_in_image`` of its projected box lies inside the
+image, the box covers at least ``min_box_px`` pixels and the object is within ``max_distance_m``.
+There is no occlusion test here: real runs take visibility from ``autolabel.visibility``.
+
+Region ids follow Set-of-Mark's rule of ids from 0 per keyframe: by increasing distance from the
+ego at the keyframe, so the same object keeps its id in every frame and camera of the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pycocotools import mask as mask_utils
+
+from autolabel.attributes import ObjectAttributes
+from autolabel.boxes import CORNER_SIGNS
+from autolabel.qa.grounding import KeyframeRegions
+from autolabel.sensors import CameraCalibration
+from calib.projection import NEAR_PLANE_M, box_2d_from_corners, clip_boxes_2d, in_image_fraction
+
+
+@dataclass(frozen=True)
+class ProjectionGroundingConfig:
+    """Thresholds of :func:`regions_from_projection` (see the module docstring)."""
+
+    min_in_image: float = 0.5
+    min_box_px: float = 64.0
+    max_distance_m: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_in_image <= 1:
+            raise ValueError(f"min_in_image: must be in (0, 1], got {self.min_in_image!r}")
+        if self.min_box_px < 0 or self.max_distance_m <= 0:
+            raise ValueError("min_box_px: must be >= 0 and max_distance_m > 0")
+
+
+def corners_ego(attrs: ObjectAttributes, rows: np.ndarray) -> np.ndarray:
+    """(N, 8, 3) box corners of attribute rows in their frame's ego frame (nuScenes order)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    half = 0.5 * np.stack(
+        [
+            np.asarray(attrs.length_m)[rows],
+            np.asarray(attrs.width_m)[rows],
+            np.asarray(attrs.height_m)[rows],
+        ],
+        axis=1,
+    )
+    local = CORNER_SIGNS[None, :, :] * half[:, None, :]
+    yaw = np.asarray(attrs.yaw_ego_rad)[rows]
+    c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+    x = c * local[..., 0] - s * local[..., 1] + np.asarray(attrs.x_ego_m)[rows, None]
+    y = s * local[..., 0] + c * local[..., 1] + np.asarray(attrs.y_ego_m)[rows, None]
+    z = local[..., 2] + np.asarray(attrs.z_ego_m)[rows, None]
+    return np.stack([x, y, z], axis=-1)
+
+
+def _project(
+    attrs: ObjectAttributes, rows: np.ndarray, camera: CameraCalibration
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    corners = corners_ego(attrs, rows)
+    camera_SE3_ego = camera.ego_SE3_camera.inverse()
+    pts = camera_SE3_ego.transform_points(corners.reshape(-1, 3)).reshape(corners.shape)
+    raw = box_2d_from_corners(camera.intrinsic, pts)
+    frac = in_image_fraction(np.nan_to_num(raw, nan=0.0), camera.width_px, camera.height_px)
+    frac = np.where(np.isnan(raw).any(axis=1), 0.0, frac)
+    return clip_boxes_2d(raw, camera.width_px, camera.height_px), frac, pts
+
+
+def projected_boxes(
+    attrs: ObjectAttributes, rows: np.ndarray, camera: CameraCalibration
+) -> tuple[np.ndarray, np.ndarray]:
+    """(N, 4) clipped projected boxes of attribute rows in one camera (NaN where nothing shows)
+    and (N,) the fraction of each unclipped box inside the image."""
+    boxes, frac, _ = _project(attrs, np.asarray(rows, dtype=np.int64), camera)
+    return boxes, frac
+
+
+def project_rows(
+    attrs: ObjectAttributes, rows: np.ndarray, camera: CameraCalibration
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Project attribute rows' boxes into one camera.
+
+    Returns:
+        boxes: (N, 4) clipped boxes ``[u_min, v_min, u_max, v_max]`` px (NaN where nothing shows);
+        in_image: (N,) fraction of the unclipped box inside the image;
+        hulls: N (P, 2) convex-hull polygons of the projected corners in front of the camera.
+    """
+    import cv2
+
+    boxes, frac, pts = _project(attrs, np.asarray(rows, dtype=np.int64), camera)
+    hulls = []
+    depth = pts[..., 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        uv = (pts @ camera.intrinsic.T)[..., :2] / pts[..., 2:3]
+    for i in range(len(rows)):
+        front = depth[i] > NEAR_PLANE_M
+        if front.sum() >= 3 and np.all(np.isfinite(boxes[i])):
+            p = uv[i][front].astype(np.float32)
+            p[:, 0] = np.clip(p[:, 0], 0, camera.width_px)
+            p[:, 1] = np.clip(p[:, 1], 0, camera.height_px)
+            hulls.append(cv2.convexHull(p).reshape(-1, 2).astype(np.float64))
+        else:
+            hulls.append(np.zeros((0, 2)))
+    return boxes, frac, hulls
+
+
+def _rle(hull: np.ndarray, box: np.ndarray, width: int, height: int) -> dict:
+    poly = (
+        hull
+        if len(hull) >= 3
+        else np.array([[box[0], box[1]], [box[2], box[1]], [box[2], box[3]], [box[0], box[3]]])
+    )
+    rle = mask_utils.merge(mask_utils.frPyObjects([poly.ravel().tolist()], height, width))
+    return {"size": [int(height), int(width)], "counts": rle["counts"].decode("ascii")}
+
+
+def regions_from_projection(
+    attrs: ObjectAttributes,
+    cameras: Sequence[CameraCalibration],
+    keyframes: Sequence[int],
+    window_frames: Sequence[Sequence[int]],
+    config: ProjectionGroundingConfig | None = None,
+) -> list[KeyframeRegions]:
+    """Grounding of each keyframe from the tracks' projected 3D boxes.
+
+    Args:
+        attrs: the clip's attributes (positions, sizes, headings in each frame's ego frame).
+        cameras: the rig's cameras (``Rig.cameras``).
+        keyframes: QA keyframe frame indices.
+        window_frames: for each keyframe, the frames whose views to include (context and future).
+        config: visibility thresholds.
+    """
+    cfg = config or ProjectionGroundingConfig()
+    out = []
+    for kf, frames in zip(keyframes, window_frames, strict=True):
+        at_kf = np.flatnonzero(np.asarray(attrs.frame_index) == kf)
+        at_kf = at_kf[np.asarray(attrs.distance_m)[at_kf] <= cfg.max_distance_m]
+        if len(at_kf) == 0:
+            continue
+        tracks = np.asarray(attrs.track_id)[at_kf]
+        vis_kf = np.zeros((len(at_kf), len(cameras)), bool)
+        for c, cam in enumerate(cameras):
+            boxes, frac = projected_boxes(attrs, at_kf, cam)
+            area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+            vis_kf[:, c] = (frac >= cfg.min_in_image) & (np.nan_to_num(area) >= cfg.min_box_px)
+        keep = vis_kf.any(axis=1)
+        if not keep.any():
+            continue
+        tracks = tracks[keep]
+        order = np.argsort(np.asarray(attrs.distance_m)[at_kf[keep]], kind="stable")
+        tracks = tracks[order]
+        region_id = np.arange(len(tracks))
+        v_reg, v_cam, v_frame, v_box, v_rle, v_vis = [], [], [], [], [], []
+        for f in frames:
+            rows = attrs.row_of(np.full(len(tracks), f), tracks)
+            present = np.flatnonzero(rows >= 0)
+            if len(present) == 0:
+                continue
+            for cam in cameras:
+                boxes, frac, hulls = project_rows(attrs, rows[present], cam)
+                area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+                vis = (frac >= cfg.min_in_image) & (np.nan_to_num(area) >= cfg.min_box_px)
+                shown = np.flatnonzero(np.all(np.isfinite(boxes), axis=1))
+                for j in shown:
+                    v_reg.append(present[j])
+                    v_cam.append(cam.channel)
+                    v_frame.append(f)
+                    v_box.append(boxes[j])
+                    v_rle.append(_rle(hulls[j], boxes[j], cam.width_px, cam.height_px))
+                    v_vis.append(bool(vis[j]))
+        out.append(
+            KeyframeRegions(
+                keyframe_index=int(kf),
+                region_id=region_id,
+                track_id=tracks,
+                label=np.asarray(attrs.label)[attrs.row_of(np.full(len(tracks), kf), tracks)],
+                view_region=np.asarray(v_reg, dtype=np.int64),
+                view_camera=np.asarray(v_cam, dtype=object),
+                view_frame_index=np.asarray(v_frame, dtype=np.int64),
+                view_box_px=np.asarray(v_box, dtype=np.float64).reshape(-1, 4),
+                view_mask_rle=v_rle,
+                view_visible=np.asarray(v_vis, dtype=bool),
+            )
+        )
+    return out

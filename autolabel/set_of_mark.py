@@ -1,0 +1,492 @@
+"""Set-of-Mark images: numbered, coloured marks on the objects that the QA names "Region [X]".
+
+Region ids are integers from 0 per keyframe, stable for one object (track) across the keyframe's
+context frames and cameras. Marks follow the Set-of-Mark paper as MetaVQA applies it (seed 004,
+A.2): a box (``cv2.rectangle``, thickness 2), a translucent mask or a contour in the region's
+colour; the id label at the interior point farthest from the mask's edge (the Set-of-Mark mark
+allocation: masks by ascending area, each minus the smaller ones already labelled, then the
+argmax of ``cv2.distanceTransform``), moved outside the box when the box encloses fewer than
+1,600 pixels. The label sits on a filled background in the region's colour with black or white
+text, whichever contrasts more (or MetaVQA's black background with coloured text).
+
+The colour of region k is a pure function of k (:func:`region_colours_bgr`), so a rendered label
+can be read back to its id (:func:`region_id_from_colour`). Images are BGR uint8 (OpenCV order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from autolabel.atomic_io import atomic_write_bytes
+from autolabel.masks import MaskLike, box_masks, mask_boxes_2d, masks_to_array
+from calib.projection import clip_boxes_2d
+
+#: Stitched layout of the six nuScenes cameras: front row, back row.
+SIX_CAMERA_LAYOUT: tuple[tuple[str, str, str], tuple[str, str, str]] = (
+    ("CAM_FRONT_LEFT", "CAM_FRONT", "CAM_FRONT_RIGHT"),
+    ("CAM_BACK_LEFT", "CAM_BACK", "CAM_BACK_RIGHT"),
+)
+
+_GOLDEN = 0.6180339887498949
+
+
+def region_colours_bgr(region_id: np.ndarray | int) -> np.ndarray:
+    """Mark colours, (..., 3) uint8 BGR, a pure function of the region id (>= 0).
+
+    Ids come in blocks of ten: within a block the hues are 36 deg apart and visited in steps of
+    108 deg (so consecutive ids differ strongly); each block shifts the hues by a golden-ratio
+    fraction of a step and changes saturation and value, so no two ids share a colour. Every
+    colour is bright (value >= 0.8) to stand out on a black label background.
+    """
+    k = np.asarray(region_id, dtype=np.int64)
+    if np.any(k < 0):
+        raise ValueError("region ids must be >= 0")
+    j, block = k % 10, k // 10
+    hue = np.mod(((3 * j) % 10) / 10.0 + np.mod(block * _GOLDEN, 1.0) / 10.0, 1.0)
+    sat = np.choose(block % 3, [0.9, 0.5, 0.7])
+    val = np.where((block // 3) % 2 == 0, 1.0, 0.8)
+    # HSV -> RGB, vectorized (the colorsys formulas).
+    i = np.floor(hue * 6.0).astype(np.int64) % 6
+    f = hue * 6.0 - np.floor(hue * 6.0)
+    p, q, t = val * (1 - sat), val * (1 - sat * f), val * (1 - sat * (1 - f))
+    r = np.choose(i, [val, q, p, p, t, val])
+    g = np.choose(i, [t, val, val, q, p, p])
+    b = np.choose(i, [p, p, t, val, val, q])
+    return np.round(np.stack([b, g, r], axis=-1) * 255.0).astype(np.uint8)
+
+
+def region_id_from_colour(colour_bgr: np.ndarray, candidate_ids: np.ndarray) -> np.ndarray:
+    """The candidate region id whose mark colour is nearest to each (..., 3) BGR colour."""
+    palette = region_colours_bgr(np.asarray(candidate_ids)).astype(np.int64)  # (K, 3)
+    c = np.asarray(colour_bgr, dtype=np.int64)[..., None, :]
+    return np.asarray(candidate_ids)[np.argmin(((c - palette) ** 2).sum(-1), axis=-1)]
+
+
+def _relative_luminance(colour_bgr: np.ndarray) -> np.ndarray:
+    srgb = np.asarray(colour_bgr, dtype=np.float64)[..., ::-1] / 255.0
+    lin = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    return lin @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def text_colours_bgr(background_bgr: np.ndarray) -> np.ndarray:
+    """Black or white text, (..., 3) uint8, whichever has the higher WCAG contrast on the background."""
+    lum = _relative_luminance(background_bgr)
+    # Contrast with black (L + .05) / .05 beats white 1.05 / (L + .05) exactly when L > 0.179.
+    black = (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05)
+    return np.where(black[..., None], np.zeros(3), np.full(3, 255.0)).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class RegionIds:
+    """Region ids of the objects of each keyframe.
+
+    Attributes:
+        keyframe: (K,) int64 keyframe of each entry; track_id: (K,) int64.
+        region_id: (K,) int32, 0.. per keyframe.
+        row_region_id: (M,) int32 region id of each input row of :func:`assign_region_ids`.
+    """
+
+    keyframe: np.ndarray
+    track_id: np.ndarray
+    region_id: np.ndarray
+    row_region_id: np.ndarray
+
+    def lookup(self, keyframe: np.ndarray, track_id: np.ndarray) -> np.ndarray:
+        """Region id of each (keyframe, track_id) pair; -1 where the object has none."""
+        kf, tid = np.broadcast_arrays(
+            np.asarray(keyframe, dtype=np.int64), np.asarray(track_id, dtype=np.int64)
+        )
+        uniq = np.unique(self.track_id)
+        if len(uniq) == 0:
+            return np.full(kf.shape, -1, np.int32)
+        stride = len(uniq) + 1
+        keys = self.keyframe * stride + np.searchsorted(uniq, self.track_id)
+        order = np.argsort(keys)
+        keys = keys[order]
+        rank = np.searchsorted(uniq, tid)
+        known = uniq[np.minimum(rank, len(uniq) - 1)] == tid
+        query = kf * stride + rank
+        pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+        found = known & (keys[pos] == query)
+        return np.where(found, self.region_id[order][pos], -1).astype(np.int32)
+
+
+def assign_region_ids(
+    keyframe: np.ndarray,
+    track_id: np.ndarray,
+    distance_m: np.ndarray,
+    at_keyframe: np.ndarray | None = None,
+) -> RegionIds:
+    """Number the objects of each keyframe 0, 1, 2, ... deterministically.
+
+    Rows are the visible (kept) candidates of a keyframe's context window, any frame and camera.
+    Within a keyframe, objects seen at the keyframe itself come first, ordered by their distance
+    then (for ties) by track id; objects seen only in context frames follow, by their nearest
+    distance, then track id. One object keeps one id across all of its rows.
+
+    Args:
+        keyframe: (M,) keyframe each row belongs to.
+        track_id: (M,) the object's track id.
+        distance_m: (M,) the object's distance from the ego in that row's frame, metres.
+        at_keyframe: (M,) bool, the row is from the keyframe's own frame; all True when None.
+    """
+    kf = np.asarray(keyframe, dtype=np.int64).reshape(-1)
+    tid = np.asarray(track_id, dtype=np.int64).reshape(-1)
+    dist = np.asarray(distance_m, dtype=np.float64).reshape(-1)
+    at_kf = np.ones(len(kf), bool) if at_keyframe is None else np.asarray(at_keyframe, bool)
+    if not (len(tid) == len(dist) == len(at_kf) == len(kf)):
+        raise ValueError(
+            "assign_region_ids: keyframe, track_id, distance_m, at_keyframe differ in length"
+        )
+    if np.any(~np.isfinite(dist)):
+        raise ValueError("assign_region_ids: distance_m must be finite")
+    order = np.lexsort((tid, kf))
+    kf_s, tid_s, dist_s, at_s = kf[order], tid[order], dist[order], at_kf[order]
+    new_group = np.ones(len(kf_s), bool)
+    new_group[1:] = (kf_s[1:] != kf_s[:-1]) | (tid_s[1:] != tid_s[:-1])
+    starts = np.flatnonzero(new_group)
+    group_of_sorted = np.cumsum(new_group) - 1
+    if len(starts) == 0:
+        empty = np.zeros(0, np.int64)
+        return RegionIds(empty, empty, empty.astype(np.int32), np.zeros(0, np.int32))
+    # Sort key per object: (seen at the keyframe first, distance there or nearest, track id).
+    seen_at_kf = np.logical_or.reduceat(at_s, starts)
+    dist_at_kf = np.minimum.reduceat(np.where(at_s, dist_s, np.inf), starts)
+    dist_any = np.minimum.reduceat(dist_s, starts)
+    g_kf, g_tid = kf_s[starts], tid_s[starts]
+    g_dist = np.where(seen_at_kf, dist_at_kf, dist_any)
+    g_order = np.lexsort((g_tid, g_dist, ~seen_at_kf, g_kf))
+    ranked_kf = g_kf[g_order]
+    first_of_kf = np.ones(len(ranked_kf), bool)
+    first_of_kf[1:] = ranked_kf[1:] != ranked_kf[:-1]
+    kf_start = np.maximum.accumulate(np.where(first_of_kf, np.arange(len(ranked_kf)), 0))
+    region = np.empty(len(starts), np.int32)
+    region[g_order] = np.arange(len(ranked_kf)) - kf_start
+    row_region = np.empty(len(kf), np.int32)
+    row_region[order] = region[group_of_sorted]
+    return RegionIds(g_kf, g_tid, region, row_region)
+
+
+@dataclass(frozen=True)
+class MarkStyle:
+    """How marks look (defaults: MetaVQA's box scheme with Set-of-Mark label placement).
+
+    Attributes:
+        draw_box, draw_mask, draw_contour: which marks to draw (any combination).
+        mask_alpha: opacity of a mask fill.
+        line_thickness_px: box and contour thickness (MetaVQA: 2).
+        font_scale, font_thickness: ``cv2.putText`` size (MetaVQA: 1.0 and 2).
+        label_format: label text; ``{id}`` is the region id (questions say "Region [{id}]").
+        label_background: ``"region"`` (filled with the region's colour, contrasting text) or
+            ``"black"`` (MetaVQA: black background, text in the region's colour).
+        label_padding_px: space around the text inside its background.
+        small_box_area_px: boxes enclosing fewer pixels get their label outside (MetaVQA: 1,600).
+    """
+
+    draw_box: bool = True
+    draw_mask: bool = False
+    draw_contour: bool = False
+    mask_alpha: float = 0.4
+    line_thickness_px: int = 2
+    font_scale: float = 1.0
+    font_thickness: int = 2
+    label_format: str = "{id}"
+    label_background: str = "region"
+    label_padding_px: int = 4
+    small_box_area_px: float = 1600.0
+
+    def __post_init__(self) -> None:
+        if not (self.draw_box or self.draw_mask or self.draw_contour):
+            raise ValueError("draw_box/draw_mask/draw_contour: at least one mark must be drawn")
+        if not 0.0 <= self.mask_alpha <= 1.0:
+            raise ValueError(f"mask_alpha: must be in [0, 1], got {self.mask_alpha!r}")
+        for name in ("line_thickness_px", "font_thickness"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
+        if self.font_scale <= 0:
+            raise ValueError(f"font_scale: must be > 0, got {self.font_scale!r}")
+        if self.label_background not in ("region", "black"):
+            raise ValueError(
+                f"label_background: must be 'region' or 'black', got {self.label_background!r}"
+            )
+        if "{id}" not in self.label_format:
+            raise ValueError(f"label_format: must contain '{{id}}', got {self.label_format!r}")
+        if self.label_padding_px < 0 or self.small_box_area_px < 0:
+            raise ValueError("label_padding_px and small_box_area_px must be >= 0")
+
+
+@dataclass(frozen=True)
+class LabelLayout:
+    """Where each region's label goes.
+
+    Attributes:
+        anchor_uv: (R, 2) int pixel (u, v) the label is centred on (the mask's most interior
+            point, or the spot outside a small box).
+        rect: (R, 4) int label background [u0, v0, u1, v1] (inclusive corners), inside the image.
+        outside: (R,) bool, the label was moved outside its small box.
+        text_origin_uv: (R, 2) int bottom-left of the text for ``cv2.putText``.
+    """
+
+    anchor_uv: np.ndarray
+    rect: np.ndarray
+    outside: np.ndarray
+    text_origin_uv: np.ndarray
+
+
+_FONT = cv2.FONT_HERSHEY_SIMPLEX
+
+
+def _most_interior_point(region: np.ndarray) -> tuple[int, int]:
+    """(u, v) of the pixel farthest from the region's edge (the image border counts as an edge).
+
+    The maximum of a distance transform is often a ridge (any elongated shape); of the pixels
+    within half a pixel of the maximum, the one nearest to their mean is taken, so a rectangle's
+    label sits at its centre rather than at one end of the ridge.
+    """
+    rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
+    v0, v1, u0, u1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+    crop = np.pad(region[v0:v1, u0:u1], 1).astype(np.uint8)
+    dist = cv2.distanceTransform(crop, cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+    near = np.argwhere(dist >= dist.max() - 0.5)  # (K, 2) v, u in row-major order
+    centre = near.mean(axis=0)
+    v, u = near[np.argmin(((near - centre) ** 2).sum(axis=1))]  # first on ties: deterministic
+    return int(u0 + u - 1), int(v0 + v - 1)
+
+
+def layout_labels(
+    region_id: np.ndarray,
+    masks: np.ndarray,
+    image_size_px: tuple[int, int],
+    style: MarkStyle | None = None,
+) -> LabelLayout:
+    """Place each region's label (Set-of-Mark mark allocation, MetaVQA's small-box relocation).
+
+    Args:
+        region_id: (R,) region ids (for the label text size).
+        masks: (R, H, W) bool region pixels (a box region is its filled box).
+        image_size_px: (width, height).
+        style: label font and thresholds.
+
+    The loop runs over the marks of one image: the allocation is sequential by definition (each
+    mask excludes the smaller ones labelled before it).
+    """
+    st = style or MarkStyle()
+    width_px, height_px = image_size_px
+    ids = np.asarray(region_id, dtype=np.int64).reshape(-1)
+    n = len(ids)
+    areas = masks.reshape(n, -1).sum(axis=1)
+    boxes = mask_boxes_2d(masks)
+    anchor = np.zeros((n, 2), np.int64)
+    rect = np.zeros((n, 4), np.int64)
+    origin = np.zeros((n, 2), np.int64)
+    outside = np.zeros(n, bool)
+    taken = np.zeros((height_px, width_px), bool)
+    for i in np.lexsort((ids, areas)):  # ascending area, ties by id
+        text = st.label_format.format(id=int(ids[i]))
+        (tw, th), baseline = cv2.getTextSize(text, _FONT, st.font_scale, st.font_thickness)
+        half_w = tw // 2 + st.label_padding_px
+        half_h = (th + baseline) // 2 + st.label_padding_px
+        if areas[i] == 0:
+            anchor[i] = (width_px // 2, height_px // 2)
+        else:
+            box = boxes[i]
+            box_area = (box[2] - box[0]) * (box[3] - box[1])
+            if box_area < st.small_box_area_px:
+                outside[i] = True
+                u = int(round(0.5 * (box[0] + box[2])))
+                above = int(box[1]) - half_h - 1
+                below = int(box[3]) + half_h + 1
+                anchor[i] = (u, above if above - half_h >= 0 else below)
+            else:
+                own = masks[i] & ~taken
+                anchor[i] = _most_interior_point(own if own.any() else masks[i])
+            taken |= masks[i]
+        # Keep the whole label inside the image.
+        cu = int(np.clip(anchor[i, 0], half_w, max(half_w, width_px - 1 - half_w)))
+        cv = int(np.clip(anchor[i, 1], half_h, max(half_h, height_px - 1 - half_h)))
+        rect[i] = (cu - half_w, cv - half_h, cu + half_w, cv + half_h)
+        origin[i] = (cu - tw // 2, cv + (th - baseline) // 2)
+    return LabelLayout(anchor, rect, outside, origin)
+
+
+def _region_masks(
+    boxes_2d: np.ndarray | None,
+    masks: np.ndarray | Sequence[MaskLike] | None,
+    n: int,
+    width_px: int,
+    height_px: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(R, H, W) region masks and (R, 4) boxes to draw, from whichever of the two is given."""
+    if masks is not None:
+        region = masks_to_array(masks, height_px, width_px)
+        if len(region) != n:
+            raise ValueError(f"render_marks: {n} region ids but {len(region)} masks")
+    if boxes_2d is not None:
+        boxes = clip_boxes_2d(
+            np.asarray(boxes_2d, dtype=np.float64).reshape(-1, 4), width_px, height_px
+        )
+        if len(boxes) != n:
+            raise ValueError(f"render_marks: {n} region ids but {len(boxes)} boxes")
+        if masks is None:
+            region = box_masks(boxes, height_px, width_px)
+    elif masks is not None:
+        boxes = mask_boxes_2d(region)
+    else:
+        raise ValueError("render_marks: give boxes_2d, masks, or both")
+    return region, boxes
+
+
+def render_marks(
+    image_bgr: np.ndarray,
+    region_id: np.ndarray,
+    boxes_2d: np.ndarray | None = None,
+    masks: np.ndarray | Sequence[MaskLike] | None = None,
+    style: MarkStyle | None = None,
+) -> np.ndarray:
+    """A copy of the image with Set-of-Mark marks drawn.
+
+    Args:
+        image_bgr: (H, W, 3) uint8 BGR.
+        region_id: (R,) region id of each mark (its colour and label).
+        boxes_2d: (R, 4) [u_min, v_min, u_max, v_max] pixels (clipped to the image here).
+        masks: (R, H, W) bool, or R (H, W) arrays / COCO RLE dicts / None. Without masks the
+            filled boxes are the regions (as MetaVQA does for nuScenes).
+        style: which marks and how; ``MarkStyle()`` when None.
+
+    Returns:
+        (H, W, 3) uint8 BGR image; the input is not modified.
+    """
+    st = style or MarkStyle()
+    img = np.ascontiguousarray(image_bgr)
+    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+        raise ValueError(
+            f"render_marks: expected an (H, W, 3) uint8 image, got {img.shape} {img.dtype}"
+        )
+    height_px, width_px = img.shape[:2]
+    ids = np.asarray(region_id, dtype=np.int64).reshape(-1)
+    n = len(ids)
+    out = img.copy()
+    if n == 0:
+        return out
+    region, boxes = _region_masks(boxes_2d, masks, n, width_px, height_px)
+    colours = region_colours_bgr(ids)
+    draw_order = np.argsort(ids, kind="stable")
+    if st.draw_mask:
+        # One blended layer: pixels of several masks take the colour of the highest id.
+        layer = out.copy()
+        for i in draw_order:
+            layer[region[i]] = colours[i]
+        covered = region.any(axis=0)
+        blended = cv2.addWeighted(layer, st.mask_alpha, out, 1.0 - st.mask_alpha, 0.0)
+        out[covered] = blended[covered]
+    if st.draw_contour:
+        for i in draw_order:
+            contours, _ = cv2.findContours(
+                region[i].astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
+            )
+            cv2.drawContours(out, contours, -1, colours[i].tolist(), st.line_thickness_px)
+    if st.draw_box:
+        for i in draw_order:
+            if np.all(np.isfinite(boxes[i])):
+                u0, v0 = int(np.floor(boxes[i, 0])), int(np.floor(boxes[i, 1]))
+                u1, v1 = int(np.ceil(boxes[i, 2])) - 1, int(np.ceil(boxes[i, 3])) - 1
+                cv2.rectangle(out, (u0, v0), (u1, v1), colours[i].tolist(), st.line_thickness_px)
+    layout = layout_labels(ids, region, (width_px, height_px), st)
+    text_colours = text_colours_bgr(colours)
+    for i in draw_order:
+        u0, v0, u1, v1 = (int(x) for x in layout.rect[i])
+        if st.label_background == "region":
+            background, ink = colours[i], text_colours[i]
+        else:
+            background, ink = np.zeros(3, np.uint8), colours[i]
+        cv2.rectangle(out, (u0, v0), (u1, v1), background.tolist(), cv2.FILLED)
+        cv2.putText(
+            out,
+            st.label_format.format(id=int(ids[i])),
+            tuple(int(x) for x in layout.text_origin_uv[i]),
+            _FONT,
+            st.font_scale,
+            ink.tolist(),
+            st.font_thickness,
+            cv2.LINE_AA,
+        )
+    return out
+
+
+def stitch_six(
+    images_by_channel: Mapping[str, np.ndarray], tile_size_px: tuple[int, int] | None = None
+) -> np.ndarray:
+    """The six camera images in the nuScenes layout: front-left, front, front-right on top;
+    back-left, back, back-right below.
+
+    Args:
+        images_by_channel: channel -> (H, W, 3) uint8 image; a missing channel is a black tile.
+        tile_size_px: (width, height) of each tile; the first present image's size when None.
+            Images of another size are resized (``cv2.INTER_AREA``).
+
+    Returns:
+        (2 * tile height, 3 * tile width, 3) uint8.
+    """
+    known = {c for row in SIX_CAMERA_LAYOUT for c in row}
+    unknown = sorted(set(images_by_channel) - known)
+    if unknown:
+        raise ValueError(f"stitch_six: unknown channel {unknown[0]!r} (expected {sorted(known)})")
+    present = [c for row in SIX_CAMERA_LAYOUT for c in row if c in images_by_channel]
+    if not present:
+        raise ValueError("stitch_six: no images given")
+    if tile_size_px is None:
+        h, w = images_by_channel[present[0]].shape[:2]
+    else:
+        w, h = (int(v) for v in tile_size_px)
+    canvas = np.zeros((2 * h, 3 * w, 3), np.uint8)
+    for r, row in enumerate(SIX_CAMERA_LAYOUT):
+        for c, channel in enumerate(row):
+            if channel not in images_by_channel:
+                continue
+            tile = np.asarray(images_by_channel[channel])
+            if tile.ndim != 3 or tile.shape[2] != 3 or tile.dtype != np.uint8:
+                raise ValueError(
+                    f"stitch_six: {channel}: expected (H, W, 3) uint8, got {tile.shape}"
+                )
+            if tile.shape[:2] != (h, w):
+                tile = cv2.resize(tile, (w, h), interpolation=cv2.INTER_AREA)
+            canvas[r * h : (r + 1) * h, c * w : (c + 1) * w] = tile
+    return canvas
+
+
+def encode_png(image_bgr: np.ndarray) -> bytes:
+    """PNG bytes of a BGR image (deterministic for equal pixels)."""
+    ok, buf = cv2.imencode(".png", np.ascontiguousarray(image_bgr))
+    if not ok:
+        raise ValueError(f"could not encode a {np.shape(image_bgr)} image as PNG")
+    return buf.tobytes()
+
+
+def write_marked_images(
+    out_dir: str | Path,
+    keyframe_name: str,
+    images_by_channel: Mapping[str, np.ndarray],
+    stitched: bool = True,
+) -> list[Path]:
+    """Write ``<keyframe>_<channel>.png`` per camera and ``<keyframe>_stitched.png`` atomically.
+
+    Returns the written paths, cameras in ``SIX_CAMERA_LAYOUT`` order then others sorted.
+    """
+    out = Path(out_dir)
+    order = [c for row in SIX_CAMERA_LAYOUT for c in row if c in images_by_channel]
+    order += sorted(set(images_by_channel) - set(order))
+    paths = [
+        atomic_write_bytes(out / f"{keyframe_name}_{c}.png", encode_png(images_by_channel[c]))
+        for c in order
+    ]
+    six = {c: images_by_channel[c] for c in order if c in {x for r in SIX_CAMERA_LAYOUT for x in r}}
+    if stitched and six:
+        paths.append(
+            atomic_write_bytes(out / f"{keyframe_name}_stitched.png", encode_png(stitch_six(six)))
+        )
+    return paths

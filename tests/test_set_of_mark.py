@@ -1,0 +1,291 @@
+"""Set-of-Mark: region ids, palette read-back, label placement, rendering, stitching, files."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from autolabel.masks import box_masks
+from autolabel.set_of_mark import (
+    SIX_CAMERA_LAYOUT,
+    MarkStyle,
+    assign_region_ids,
+    layout_labels,
+    region_colours_bgr,
+    region_id_from_colour,
+    render_marks,
+    stitch_six,
+    text_colours_bgr,
+    write_marked_images,
+)
+
+W, H = 480, 320
+
+
+def ellipse_mask(cu, cv, au, av):
+    m = np.zeros((H, W), np.uint8)
+    cv2.ellipse(m, (cu, cv), (au, av), 0, 0, 360, 1, -1)
+    return m.astype(bool)
+
+
+def contrast_ratio(lum_a, lum_b):
+    hi, lo = max(lum_a, lum_b), min(lum_a, lum_b)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def luminance(bgr):
+    """WCAG relative luminance, computed here independently of the module."""
+    out = []
+    for c in (bgr[2], bgr[1], bgr[0]):
+        c = c / 255.0
+        out.append(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+    return 0.2126 * out[0] + 0.7152 * out[1] + 0.0722 * out[2]
+
+
+class TestPalette:
+    def test_pure_unique_and_readable_back(self):
+        ids = np.arange(1000)
+        colours = region_colours_bgr(ids)
+        assert len({tuple(c) for c in colours}) == 1000
+        np.testing.assert_array_equal(region_colours_bgr(ids), colours)
+        np.testing.assert_array_equal(region_colours_bgr(7), colours[7])
+        np.testing.assert_array_equal(region_id_from_colour(colours[:200], ids[:200]), ids[:200])
+
+    def test_first_ids_are_far_apart(self):
+        c = region_colours_bgr(np.arange(20)).astype(float)
+        d = np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1))
+        assert d[~np.eye(20, dtype=bool)].min() > 40.0
+
+    def test_text_colour_has_the_better_contrast(self):
+        for bg in region_colours_bgr(np.arange(100)):
+            ink = text_colours_bgr(bg)
+            other = 255 - ink
+            lum_bg = luminance(bg)
+            assert contrast_ratio(lum_bg, luminance(ink)) >= contrast_ratio(
+                lum_bg, luminance(other)
+            )
+            assert contrast_ratio(lum_bg, luminance(ink)) >= 3.0  # WCAG large-text minimum
+
+
+class TestRegionIds:
+    def test_order_by_distance_then_track_and_stable_across_frames_and_cameras(self):
+        # Keyframe 0 rows from three frames x cameras; keyframe 1 separately.
+        kf = [0, 0, 0, 0, 0, 0, 0, 1, 1]
+        track = [30, 10, 20, 10, 30, 40, 50, 10, 20]
+        dist = [5.0, 12.0, 12.0, 3.0, 7.0, 2.0, 8.0, 9.0, 4.0]
+        at_kf = [True, True, True, False, False, False, True, True, True]
+        r = assign_region_ids(kf, track, dist, at_kf)
+        # Keyframe 0, seen at the keyframe: 30 (5 m), 50 (8 m), then 10 and 20 tied at 12 m, by
+        # track id (10's nearer context row does not count). Seen only in context frames: 40.
+        expect0 = {30: 0, 50: 1, 10: 2, 20: 3, 40: 4}
+        for t, rid in expect0.items():
+            assert r.lookup(0, t) == rid, t
+        assert r.lookup(1, 20) == 0 and r.lookup(1, 10) == 1
+        assert r.lookup(1, 30) == -1 and r.lookup(2, 10) == -1
+        # Every row of one object carries the object's id.
+        np.testing.assert_array_equal(r.row_region_id, [0, 2, 3, 2, 0, 4, 1, 1, 0])
+
+    def test_ids_are_contiguous_per_keyframe_and_order_independent(self):
+        rng = np.random.default_rng(3)
+        kf = rng.integers(0, 4, 200)
+        track = rng.integers(0, 30, 200)
+        dist = rng.uniform(1, 60, 200)
+        a = assign_region_ids(kf, track, dist)
+        for k in np.unique(kf):
+            ids = np.sort(a.region_id[a.keyframe == k])
+            np.testing.assert_array_equal(ids, np.arange(len(ids)))
+        perm = rng.permutation(200)
+        b = assign_region_ids(kf[perm], track[perm], dist[perm])
+        np.testing.assert_array_equal(b.row_region_id, a.row_region_id[perm])
+
+
+def five_objects():
+    masks = np.stack(
+        [
+            ellipse_mask(70, 80, 50, 40),
+            ellipse_mask(220, 90, 60, 50),
+            ellipse_mask(380, 100, 70, 60),
+            ellipse_mask(120, 240, 80, 45),
+            ellipse_mask(330, 250, 90, 40),
+        ]
+    )
+    track_id = np.array([501, 17, 230, 9, 64])
+    distance = np.array([25.0, 8.0, 40.0, 15.0, 8.0])
+    return masks, track_id, distance
+
+
+class TestReadBack:
+    def test_label_colour_names_the_object_of_the_record(self):
+        """Exact label colours found in the image lie on the object the record gives that id."""
+        masks, track_id, distance = five_objects()
+        record = assign_region_ids(np.zeros(5), track_id, distance)
+        region = record.lookup(0, track_id)
+        np.testing.assert_array_equal(np.sort(region), np.arange(5))
+        image = np.full((H, W, 3), 90, np.uint8)
+        style = MarkStyle(draw_box=False, draw_mask=True, mask_alpha=0.5)
+        out = render_marks(image, region, masks=masks, style=style)
+        for k in range(5):
+            hits = np.all(out == region_colours_bgr(k), axis=-1)
+            assert hits.sum() > 100, k  # the label background
+            v, u = np.argwhere(hits).mean(axis=0).round().astype(int)
+            owner = np.flatnonzero(masks[:, v, u])
+            assert len(owner) == 1, k
+            assert track_id[owner[0]] == record.track_id[record.region_id == k][0]
+
+    def test_colour_at_the_label_position_reads_back_the_region_id(self):
+        masks, track_id, distance = five_objects()
+        record = assign_region_ids(np.zeros(5), track_id, distance)
+        region = record.lookup(0, track_id)
+        rng = np.random.default_rng(0)
+        image = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)  # busy background
+        boxes = np.array(
+            [
+                [20, 40, 120, 120],
+                [160, 40, 280, 140],
+                [310, 40, 450, 160],
+                [40, 195, 200, 285],
+                [240, 210, 420, 290],
+            ],
+            dtype=float,
+        )
+        for style in (MarkStyle(), MarkStyle(draw_contour=True, label_background="black")):
+            out = render_marks(image, region, boxes_2d=boxes, masks=masks, style=style)
+            layout = layout_labels(region, masks, (W, H), style)
+            for i in range(5):
+                u0, v0, u1, v1 = layout.rect[i]
+                if style.label_background == "region":
+                    corner = out[v0 + 1, u0 + 1]
+                    assert region_id_from_colour(corner, np.arange(5)) == region[i]
+                    np.testing.assert_array_equal(corner, region_colours_bgr(region[i]))
+                else:
+                    np.testing.assert_array_equal(out[v0 + 1, u0 + 1], [0, 0, 0])
+                # The label sits on the object's own mask (the most interior point).
+                assert masks[i][layout.anchor_uv[i, 1], layout.anchor_uv[i, 0]]
+        # Box marks: the top edge of object i's box is drawn in its region colour.
+        out = render_marks(image, region, boxes_2d=boxes, style=MarkStyle())
+        for i in range(5):
+            u0, v0, u1, _ = boxes[i].astype(int)
+            np.testing.assert_array_equal(
+                out[v0, (u0 + u1) // 2 - 30], region_colours_bgr(region[i])
+            )
+
+
+class TestLabelPlacement:
+    def test_rectangle_label_at_centre(self):
+        mask = box_masks(np.array([[100.0, 60.0, 300.0, 200.0]]), H, W)
+        layout = layout_labels(np.array([0]), mask, (W, H))
+        np.testing.assert_allclose(layout.anchor_uv[0], [200, 130], atol=1)
+        assert not layout.outside[0]
+
+    def test_l_shape_label_in_the_thick_part(self):
+        mask = np.zeros((1, H, W), bool)
+        mask[0, 50:250, 50:250] = True  # 200 x 200 block
+        mask[0, 230:250, 250:450] = True  # thin 20 px arm to the right
+        u, v = layout_labels(np.array([0]), mask, (W, H)).anchor_uv[0]
+        assert 140 <= u <= 160 and 140 <= v <= 160
+
+    def test_smaller_mask_excluded_from_the_larger(self):
+        # Set-of-Mark allocation: the big mask's label avoids the small mask lying on its centre.
+        big = np.zeros((H, W), bool)
+        big[20:300, 40:440] = True
+        small = np.zeros((H, W), bool)
+        small[110:210, 190:290] = True
+        layout = layout_labels(np.array([0, 1]), np.stack([big, small]), (W, H))
+        ub, vb = layout.anchor_uv[0]
+        us, vs = layout.anchor_uv[1]
+        assert not small[vb, ub]
+        np.testing.assert_allclose([us, vs], [240, 160], atol=1)
+
+    def test_small_box_label_goes_outside(self):
+        mask = box_masks(np.array([[200.0, 150.0, 230.0, 180.0]]), H, W)  # 900 px < 1600
+        layout = layout_labels(np.array([3]), mask, (W, H))
+        assert layout.outside[0]
+        u0, v0, u1, v1 = layout.rect[0]
+        assert v1 < 150  # entirely above the box
+        # Near the top edge there is no room above: the label goes below.
+        top = box_masks(np.array([[200.0, 2.0, 230.0, 32.0]]), H, W)
+        u0, v0, u1, v1 = layout_labels(np.array([3]), top, (W, H)).rect[0]
+        assert v0 > 32
+
+    def test_labels_stay_inside_the_image(self):
+        mask = box_masks(np.array([[0.0, 0.0, 60.0, 40.0], [430.0, 300.0, 480.0, 320.0]]), H, W)
+        rect = layout_labels(np.array([10, 11]), mask, (W, H)).rect
+        assert (rect[:, [0, 1]] >= 0).all() and (rect[:, 2] < W).all() and (rect[:, 3] < H).all()
+
+
+class TestRendering:
+    def test_input_untouched_and_deterministic(self):
+        masks, track_id, distance = five_objects()
+        image = np.full((H, W, 3), 30, np.uint8)
+        before = image.copy()
+        a = render_marks(image, np.arange(5), masks=masks, style=MarkStyle(draw_mask=True))
+        b = render_marks(image, np.arange(5), masks=masks, style=MarkStyle(draw_mask=True))
+        np.testing.assert_array_equal(image, before)
+        np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(a, image)
+
+    def test_rle_masks_render_like_arrays(self):
+        from pycocotools import mask as mask_utils
+
+        masks, _, _ = five_objects()
+        rles = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).astype(np.uint8)))
+        image = np.zeros((H, W, 3), np.uint8)
+        style = MarkStyle(draw_contour=True)
+        np.testing.assert_array_equal(
+            render_marks(image, np.arange(5), masks=list(rles), style=style),
+            render_marks(image, np.arange(5), masks=masks, style=style),
+        )
+
+    def test_style_errors_name_the_key(self):
+        with pytest.raises(ValueError, match="label_background"):
+            MarkStyle(label_background="white")
+        with pytest.raises(ValueError, match="at least one mark"):
+            MarkStyle(draw_box=False)
+        with pytest.raises(ValueError, match="label_format"):
+            MarkStyle(label_format="Region")
+
+
+class TestStitchAndWrite:
+    def six_images(self, h=90, w=160):
+        colours = {}
+        images = {}
+        for k, ch in enumerate([c for row in SIX_CAMERA_LAYOUT for c in row]):
+            colours[ch] = region_colours_bgr(k)
+            images[ch] = np.tile(colours[ch], (h, w, 1))
+        return images, colours
+
+    def test_layout_is_front_row_on_top(self):
+        images, colours = self.six_images()
+        images["CAM_BACK"] = cv2.resize(images["CAM_BACK"], (320, 180))  # resized to the tile
+        canvas = stitch_six(images)
+        assert canvas.shape == (180, 480, 3)
+        expected = {
+            (0, 0): "CAM_FRONT_LEFT",
+            (0, 1): "CAM_FRONT",
+            (0, 2): "CAM_FRONT_RIGHT",
+            (1, 0): "CAM_BACK_LEFT",
+            (1, 1): "CAM_BACK",
+            (1, 2): "CAM_BACK_RIGHT",
+        }
+        for (r, c), ch in expected.items():
+            np.testing.assert_array_equal(canvas[r * 90 + 45, c * 160 + 80], colours[ch])
+
+    def test_missing_channel_is_black_and_unknown_is_an_error(self):
+        images, _ = self.six_images()
+        del images["CAM_BACK_RIGHT"]
+        canvas = stitch_six(images)
+        assert not canvas[90:, 320:].any()
+        with pytest.raises(ValueError, match="CAM_TOP"):
+            stitch_six({"CAM_TOP": np.zeros((4, 4, 3), np.uint8)})
+
+    def test_files_are_atomic_and_byte_identical(self, tmp_path):
+        images, _ = self.six_images()
+        a = write_marked_images(tmp_path / "a", "kf0004", images)
+        b = write_marked_images(tmp_path / "b", "kf0004", images)
+        assert [p.name for p in a][-1] == "kf0004_stitched.png" and len(a) == 7
+        assert [p.name for p in a][0] == "kf0004_CAM_FRONT_LEFT.png"
+        for pa, pb in zip(a, b, strict=True):
+            assert pa.read_bytes() == pb.read_bytes()
+        np.testing.assert_array_equal(cv2.imread(str(a[1])), images["CAM_FRONT"])
+        assert not list((tmp_path / "a").glob(".*"))

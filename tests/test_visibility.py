@@ -1,0 +1,197 @@
+"""Visibility filter: each rule rejects exactly its own case; RLE and arrays agree; summaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pycocotools import mask as mask_utils
+
+from autolabel.masks import box_masks, mask_boxes_2d, masks_to_array
+from autolabel.visibility import (
+    RULE_ORDER,
+    VisibilityConfig,
+    VisibilityRule,
+    evaluate_visibility,
+    summarize,
+)
+
+W, H = 640, 240
+
+
+def rect_mask(u0, v0, u1, v1):
+    m = np.zeros((H, W), bool)
+    m[v0:v1, u0:u1] = True
+    return m
+
+
+def scene():
+    """Objects that each fail exactly one rule (by name), plus two that pass.
+
+    Every object's mask equals its projected box (IoU 1, coverage 1) unless the case says so;
+    scores 0.95, 50 LiDAR points, depths 10 m, boxes inside the image and apart.
+    """
+    cases = {}
+    # name: (projected box, mask, score, lidar points, depth)
+    cases["pass"] = ([10, 10, 60, 60], rect_mask(10, 10, 60, 60), 0.95, 50, 10.0)
+    # 100 x 60 box of which 40 columns are in the image: 40 % inside < 50 %.
+    cases["IN_IMAGE"] = ([-60, 80, 40, 140], rect_mask(0, 80, 40, 140), 0.95, 50, 10.0)
+    cases["LIDAR_POINTS"] = ([70, 10, 120, 60], rect_mask(70, 10, 120, 60), 0.95, 2, 10.0)
+    cases["MASK_SCORE"] = ([130, 10, 180, 60], rect_mask(130, 10, 180, 60), 0.5, 50, 10.0)
+    # 100 x 100 box around a 40 x 40 mask: IoU 0.16, coverage 1.
+    cases["BOX_IOU"] = ([190, 10, 290, 110], rect_mask(200, 20, 240, 60), 0.95, 50, 10.0)
+    # 50 x 50 mask shifted 15 px right of its box: IoU 1750/3250 = 0.54, coverage 0.7.
+    cases["COVERAGE"] = ([300, 10, 350, 60], rect_mask(315, 10, 365, 60), 0.95, 50, 10.0)
+    # 40 x 40 object 30 m away, 25 of its 40 columns hidden by a nearer 50 x 60 one that passes.
+    cases["VISIBLE_PIXELS"] = ([400, 20, 440, 60], rect_mask(400, 20, 440, 60), 0.95, 50, 30.0)
+    cases["pass_occluder"] = ([375, 10, 425, 70], rect_mask(375, 10, 425, 70), 0.95, 50, 8.0)
+    # A small unoccluded object: 30 x 30 = 900 px < 1200.
+    cases["VISIBLE_PIXELS_small"] = (
+        [500, 10, 530, 40],
+        rect_mask(500, 10, 530, 40),
+        0.95,
+        50,
+        10.0,
+    )
+    names = list(cases)
+    boxes = np.array([cases[k][0] for k in names], dtype=float)
+    masks = np.stack([cases[k][1] for k in names])
+    score = np.array([cases[k][2] for k in names])
+    points = np.array([cases[k][3] for k in names])
+    depth = np.array([cases[k][4] for k in names])
+    return names, boxes, masks, score, points, depth
+
+
+def test_each_rule_rejects_exactly_its_own_object():
+    names, boxes, masks, score, points, depth = scene()
+    decision = evaluate_visibility(boxes, masks, score, depth, (W, H), lidar_points=points)
+    for i, name in enumerate(names):
+        if name.startswith("pass"):
+            assert decision.keep[i], (name, decision.failed_rule_names(i))
+            assert decision.failed_rules[i] == 0 and decision.first_failed_rule[i] == 0
+            continue
+        rule = VisibilityRule[name.removesuffix("_small")]
+        assert not decision.keep[i], name
+        assert decision.failed_rule_names(i) == [rule.name], name
+        assert decision.failed_rules[i] == rule.value
+        assert decision.first_failed_rule[i] == rule.value
+
+
+def test_measured_values():
+    names, boxes, masks, score, points, depth = scene()
+    d = evaluate_visibility(boxes, masks, score, depth, (W, H), lidar_points=points)
+    at = {name: i for i, name in enumerate(names)}
+    assert d.in_image_fraction[at["IN_IMAGE"]] == pytest.approx(0.4)
+    assert d.box_iou[at["IN_IMAGE"]] == pytest.approx(1.0)  # against the clipped box
+    assert d.box_iou[at["BOX_IOU"]] == pytest.approx(1600 / 10000)
+    assert d.coverage[at["BOX_IOU"]] == pytest.approx(1.0)
+    assert d.box_iou[at["COVERAGE"]] == pytest.approx(1750 / 3250)
+    assert d.coverage[at["COVERAGE"]] == pytest.approx(0.7)
+    assert d.mask_px[at["VISIBLE_PIXELS"]] == 1600
+    assert d.visible_px[at["VISIBLE_PIXELS"]] == 15 * 40
+    assert d.visible_px[at["pass_occluder"]] == 3000
+    np.testing.assert_array_equal(d.mask_box_2d[at["COVERAGE"]], [315, 10, 365, 60])
+
+
+def test_rle_masks_give_the_same_decision():
+    names, boxes, masks, score, points, depth = scene()
+    encoded = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).astype(np.uint8)))
+    # Mixed forms: str counts (as the segmenter writes them), bytes counts, a bool array.
+    rles = [{"size": r["size"], "counts": r["counts"].decode("ascii")} for r in encoded]
+    rles[1] = encoded[1]
+    rles[2] = masks[2]
+    a = evaluate_visibility(boxes, masks, score, depth, (W, H), lidar_points=points)
+    b = evaluate_visibility(boxes, rles, score, depth, (W, H), lidar_points=points)
+    for field in ("keep", "failed_rules", "box_iou", "coverage", "visible_px", "mask_px"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+def test_several_failures_record_the_first_and_all():
+    box = np.array([[10.0, 10.0, 110.0, 110.0]])
+    mask = rect_mask(20, 20, 40, 40)[None]  # 400 px, IoU 0.04
+    d = evaluate_visibility(box, mask, [0.1], [5.0], (W, H), lidar_points=[0])
+    assert d.first_failed_rule[0] == VisibilityRule.LIDAR_POINTS
+    assert d.failed_rule_names(0) == ["LIDAR_POINTS", "MASK_SCORE", "BOX_IOU", "VISIBLE_PIXELS"]
+    s = summarize(d)
+    assert s["rejected_by_first_rule"]["LIDAR_POINTS"] == 1
+    assert s["failed_by_rule"]["BOX_IOU"] == 1 and s["failed_by_rule"]["COVERAGE"] == 0
+
+
+def test_summary_counts_every_rule():
+    names, boxes, masks, score, points, depth = scene()
+    d = evaluate_visibility(boxes, masks, score, depth, (W, H), lidar_points=points)
+    s = summarize(d)
+    assert s["candidates"] == len(names) and s["kept"] == 2 and s["rejected"] == len(names) - 2
+    assert list(s["rejected_by_first_rule"]) == [r.name for r in RULE_ORDER]
+    assert s["rejected_by_first_rule"] == {
+        "IN_IMAGE": 1,
+        "LIDAR_POINTS": 1,
+        "MASK_SCORE": 1,
+        "BOX_IOU": 1,
+        "COVERAGE": 1,
+        "VISIBLE_PIXELS": 2,
+    }
+
+
+def test_objects_in_different_images_do_not_occlude():
+    names, boxes, masks, score, points, depth = scene()
+    at = names.index("VISIBLE_PIXELS")
+    image_id = np.zeros(len(names), int)
+    image_id[names.index("pass_occluder")] = 1
+    d = evaluate_visibility(boxes, masks, score, depth, (W, H), points, image_id=image_id)
+    assert d.keep[at] and d.visible_px[at] == 1600
+
+
+def test_box_zbuffer_and_no_lidar_rule():
+    # Box-only candidates (no masks from a segmenter): masks are the boxes themselves.
+    boxes = np.array([[100.0, 50.0, 200.0, 150.0], [150.0, 50.0, 250.0, 150.0]])
+    masks = box_masks(boxes, H, W)
+    cfg = VisibilityConfig(zbuffer_with="box", min_visible_px=6000)
+    d = evaluate_visibility(boxes, masks, [0.9, 0.9], [20.0, 10.0], (W, H), config=cfg)
+    # The far box loses its right half (50 of 100 columns) to the near one.
+    np.testing.assert_array_equal(d.visible_px, [5000, 10000])
+    np.testing.assert_array_equal(d.keep, [False, True])
+    assert d.lidar_points[0] == -1  # no points given: rule skipped
+
+
+def test_box_behind_camera_fails_in_image():
+    boxes = np.array([[np.nan] * 4])
+    d = evaluate_visibility(boxes, [None], [0.99], [3.0], (W, H), lidar_points=[100])
+    assert d.first_failed_rule[0] == VisibilityRule.IN_IMAGE
+    assert d.mask_px[0] == 0 and np.isnan(d.mask_box_2d[0]).all()
+
+
+def test_thresholds_are_strict_where_the_paper_says_greater():
+    box = np.array([[0.0, 0.0, 50.0, 50.0]])
+    mask = rect_mask(0, 0, 50, 50)[None]
+    at_threshold = VisibilityConfig(min_mask_score=0.5, min_visible_px=2500, min_lidar_points=5)
+    d = evaluate_visibility(box, mask, [0.5], [1.0], (W, H), [5], config=at_threshold)
+    assert d.failed_rule_names(0) == ["MASK_SCORE"]  # 0.5 is not > 0.5; 2500 >= 2500; 5 >= 5
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ValueError, match="min_box_iou"):
+        VisibilityConfig(min_box_iou=1.5)
+    with pytest.raises(ValueError, match="min_visible_px"):
+        VisibilityConfig(min_visible_px=-1)
+    with pytest.raises(ValueError, match="zbuffer_with"):
+        VisibilityConfig(zbuffer_with="depth")
+
+
+def test_bad_masks_name_the_entry():
+    boxes = np.array([[0.0, 0.0, 10.0, 10.0]] * 2)
+    with pytest.raises(ValueError, match=r"masks of image 0\[1\]: RLE size"):
+        evaluate_visibility(
+            boxes, [None, {"size": [10, 10], "counts": "0"}], [0.9, 0.9], [1.0, 2.0], (W, H)
+        )
+    with pytest.raises(ValueError, match="2 boxes but 1 masks"):
+        evaluate_visibility(boxes, [None], [0.9, 0.9], [1.0, 2.0], (W, H))
+
+
+def test_mask_helpers():
+    m = np.zeros((2, 5, 7), bool)
+    m[0, 1:3, 2:6] = True
+    np.testing.assert_array_equal(mask_boxes_2d(m)[0], [2, 1, 6, 3])
+    assert np.isnan(mask_boxes_2d(m)[1]).all()
+    np.testing.assert_array_equal(box_masks(np.array([[2.0, 1.0, 6.0, 3.0]]), 5, 7)[0], m[0])
+    rle = mask_utils.encode(np.asfortranarray(m[0].astype(np.uint8)))
+    np.testing.assert_array_equal(masks_to_array([rle, None], 5, 7), m)
