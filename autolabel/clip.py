@@ -38,12 +38,17 @@ class CameraImage:
 
 @dataclass(frozen=True)
 class LidarSweep:
-    """One LiDAR sweep (a keyframe's own or an earlier intermediate one)."""
+    """One LiDAR sweep (a keyframe's own or an earlier one).
+
+    ``ego_SE3_lidar`` is the sweep's own calibration when the reader knows it (None: use the
+    frame's ``lidar_calibration``).
+    """
 
     path: Path
     global_SE3_ego: SE3
     timestamp_us: int
     token: str = ""
+    ego_SE3_lidar: SE3 | None = None
 
 
 @dataclass
@@ -70,7 +75,8 @@ class Frame:
         timestamp_us: sample timestamp (the LiDAR's), microseconds.
         time_s: seconds since the clip's first keyframe.
         global_SE3_ego: ego pose at the LiDAR timestamp.
-        lidar: the keyframe's LiDAR sweep; ``sweeps`` holds earlier non-key sweeps, newest first.
+        lidar: the keyframe's LiDAR sweep; ``sweeps`` holds the sweeps before it, newest first
+            (the sample_data ``prev`` chain, as the devkit's multi-sweep loader walks it).
         lidar_calibration: ``ego_SE3_lidar`` and beam layout.
         cameras: channel -> image of this keyframe.
         ground_truth: annotations when the dataset has them.

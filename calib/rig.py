@@ -60,7 +60,7 @@ def camera_rotation(yaw_deg: float, pitch_deg: float = 0.0, roll_deg: float = 0.
     # Pitch down is a rotation about the camera's x axis (right) by -pitch in camera coordinates:
     # the optical axis (z) moves toward +y (down).
     cp, sp = np.cos(pitch), np.sin(pitch)
-    r_pitch = np.array([[1, 0, 0], [0, cp, sp], [0, -sp, cp]], dtype=np.float64).T
+    r_pitch = np.array([[1, 0, 0], [0, cp, sp], [0, -sp, cp]], dtype=np.float64)
     cr, sr = np.cos(roll), np.sin(roll)
     r_roll = np.array([[cr, -sr, 0], [sr, cr, 0], [0, 0, 1]], dtype=np.float64)
     return rotation_from_yaw(np.radians(yaw_deg)) @ EGO_R_CAMERA_FORWARD @ r_pitch @ r_roll

@@ -1,0 +1,1 @@
+"""Synthetic nuScenes-format clips: a procedural world, ray-cast cameras and LiDAR, a writer."""
