@@ -6,8 +6,9 @@ A.2): a box (``cv2.rectangle``, thickness 2), a translucent mask or a contour in
 colour; the id label at the interior point farthest from the mask's edge (the Set-of-Mark mark
 allocation: masks by ascending area, each minus the smaller ones already labelled, then the
 argmax of ``cv2.distanceTransform``), moved outside the box when the box encloses fewer than
-1,600 pixels. The label sits on a filled background in the region's colour with black or white
-text, whichever contrasts more (or MetaVQA's black background with coloured text).
+1,600 pixels or when the label would cover much of it. The label sits on a filled background in
+the region's colour with black or white text, whichever contrasts more (or MetaVQA's black
+background with coloured text).
 
 The colour of region k is a pure function of k (:func:`region_colours_bgr`), so a rendered label
 can be read back to its id (:func:`region_id_from_colour`). Images are BGR uint8 (OpenCV order).
@@ -186,6 +187,9 @@ class MarkStyle:
             ``"black"`` (MetaVQA: black background, text in the region's colour).
         label_padding_px: space around the text inside its background.
         small_box_area_px: boxes enclosing fewer pixels get their label outside (MetaVQA: 1,600).
+        max_label_fraction: a label whose background would cover more than this fraction of its
+            box also goes outside, so that it never hides a small object (a traffic cone's
+            30 x 60 px box at 16 m passes MetaVQA's 1,600 px but a label would cover most of it).
     """
 
     draw_box: bool = True
@@ -199,6 +203,7 @@ class MarkStyle:
     label_background: str = "region"
     label_padding_px: int = 4
     small_box_area_px: float = 1600.0
+    max_label_fraction: float = 0.3
 
     def __post_init__(self) -> None:
         if not (self.draw_box or self.draw_mask or self.draw_contour):
@@ -218,6 +223,10 @@ class MarkStyle:
             raise ValueError(f"label_format: must contain '{{id}}', got {self.label_format!r}")
         if self.label_padding_px < 0 or self.small_box_area_px < 0:
             raise ValueError("label_padding_px and small_box_area_px must be >= 0")
+        if not 0.0 < self.max_label_fraction <= 1.0:
+            raise ValueError(
+                f"max_label_fraction: must be in (0, 1], got {self.max_label_fraction!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -296,7 +305,8 @@ def layout_labels(
         else:
             box = boxes[i]
             box_area = (box[2] - box[0]) * (box[3] - box[1])
-            if box_area < st.small_box_area_px:
+            label_area = (2 * half_w + 1) * (2 * half_h + 1)
+            if box_area < st.small_box_area_px or label_area > st.max_label_fraction * box_area:
                 outside[i] = True
                 u = int(round(0.5 * (box[0] + box[2])))
                 above = int(box[1]) - half_h - 1

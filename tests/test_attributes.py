@@ -3,7 +3,9 @@ future states (never extrapolated), pairwise relations and the Parquet file."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,8 @@ from autolabel.attributes import (
     sidedness_all_vertices,
 )
 from autolabel.boxes import Boxes3D
+from autolabel.classes import CLASS_INDEX
+from calib.projection import project_points
 from calib.rotation import rotation_from_yaw
 from calib.se3 import SE3
 
@@ -419,3 +423,54 @@ class TestRecord:
             AttributeConfig(future_horizons_s=(1.0, -2.0))
         with pytest.raises(ValueError, match="velocity_from"):
             AttributeConfig(velocity_from="magic")
+
+
+REALDATA = Path("/work/shared/realdata/nuscenes-mmdet3d-tests")
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="real nuScenes excerpt not present")
+def test_real_nuscenes_boxes_through_the_attribute_pipeline():
+    """Real annotations (coco ``bbox_cam3d``, 6 cameras, each with its own ego pose) taken to the
+    global frame, run through ``compute_attributes``; the ego-frame centres, carried back into
+    each camera, must land on the official projected centres ``center2d``."""
+    coco = json.loads((REALDATA / "nus_infos_mono3d.coco.json").read_text())
+    images = sorted(coco["images"], key=lambda im: int(im["file_name"].rsplit("__", 1)[1][:-4]))
+    times_us = [int(im["file_name"].rsplit("__", 1)[1][:-4]) for im in images]
+    poses, frames, cams, expected = [], [], [], []
+    for image in images:
+        anns = [a for a in coco["annotations"] if a["image_id"] == image["id"]]
+        global_SE3_ego = SE3.from_quat_wxyz(
+            image["ego2global_rotation"], image["ego2global_translation"]
+        )
+        ego_SE3_cam = SE3.from_quat_wxyz(image["cam2ego_rotation"], image["cam2ego_translation"])
+        global_SE3_cam = global_SE3_ego.compose(ego_SE3_cam)
+        cam3d = np.array([a["bbox_cam3d"] for a in anns]).reshape(-1, 7)
+        # Convention established on the reader branch: gravity centre, (w, l, h), heading
+        # (cos r, 0, sin r) in the camera frame.
+        r = cam3d[:, 6]
+        heading = global_SE3_cam.rotate_vectors(np.stack([np.cos(r), 0 * r, np.sin(r)], 1))
+        frames.append(
+            Boxes3D(
+                global_SE3_cam.transform_points(cam3d[:, :3]),
+                cam3d[:, 3:6],
+                np.arctan2(heading[:, 1], heading[:, 0]),
+                label=[CLASS_INDEX[a["category_name"]] for a in anns],
+                track_id=[a["id"] for a in anns],
+            )
+        )
+        poses.append(global_SE3_ego)
+        cams.append((ego_SE3_cam, np.array(image["cam_intrinsic"])))
+        expected.append({a["id"]: a["center2d"] for a in anns})
+    t = (np.array(times_us) - times_us[0]) * 1e-6
+    attrs = compute_attributes(t, poses, frames)
+    assert len(attrs) == 11
+    for row in range(len(attrs)):
+        ego_SE3_cam, k = cams[attrs.frame_index[row]]
+        centre_ego = np.array([attrs.x_ego_m[row], attrs.y_ego_m[row], attrs.z_ego_m[row]])
+        uv, depth = project_points(k, ego_SE3_cam.inverse().transform_points(centre_ego))
+        u, v, d = expected[attrs.frame_index[row]][attrs.track_id[row]]
+        np.testing.assert_allclose([uv[0], uv[1], depth], [u, v, d], atol=1e-6)
+        # The bearing points into the camera's side of the car: within 90 deg of its optical axis.
+        axis = ego_SE3_cam.rotation[:, 2]
+        axis_deg = math.degrees(math.atan2(axis[1], axis[0]))
+        assert abs((attrs.bearing_deg[row] - axis_deg + 180) % 360 - 180) < 90

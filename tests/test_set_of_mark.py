@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -208,6 +211,16 @@ class TestLabelPlacement:
         u0, v0, u1, v1 = layout_labels(np.array([3]), top, (W, H)).rect[0]
         assert v0 > 32
 
+    def test_label_that_would_hide_a_small_object_goes_outside(self):
+        # A traffic cone's 30 x 60 px box (1,800 px) passes MetaVQA's 1,600 px, but a label would
+        # cover most of it.
+        mask = box_masks(np.array([[200.0, 150.0, 230.0, 210.0]]), H, W)
+        layout = layout_labels(np.array([1]), mask, (W, H))
+        assert layout.outside[0] and layout.rect[0, 3] < 150
+        inside = layout_labels(np.array([1]), mask, (W, H), MarkStyle(max_label_fraction=1.0))
+        assert not inside.outside[0]
+        np.testing.assert_allclose(inside.anchor_uv[0], [215, 180], atol=1)
+
     def test_labels_stay_inside_the_image(self):
         mask = box_masks(np.array([[0.0, 0.0, 60.0, 40.0], [430.0, 300.0, 480.0, 320.0]]), H, W)
         rect = layout_labels(np.array([10, 11]), mask, (W, H)).rect
@@ -289,3 +302,38 @@ class TestStitchAndWrite:
             assert pa.read_bytes() == pb.read_bytes()
         np.testing.assert_array_equal(cv2.imread(str(a[1])), images["CAM_FRONT"])
         assert not list((tmp_path / "a").glob(".*"))
+
+
+REALDATA = Path("/work/shared/realdata/nuscenes-mmdet3d-tests")
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="real nuScenes excerpt not present")
+def test_box_marks_on_the_real_cam_back_left_image():
+    """The one real image with its official 2D boxes (no masks there): box marks whose label
+    colours read back to the region ids the record gives, nearest object first."""
+    coco = json.loads((REALDATA / "nus_infos_mono3d.coco.json").read_text())
+    (jpeg,) = (REALDATA / "samples" / "CAM_BACK_LEFT").glob("*.jpg")
+    image_rec = next(im for im in coco["images"] if im["file_name"].endswith(jpeg.name))
+    anns = [a for a in coco["annotations"] if a["image_id"] == image_rec["id"]]
+    boxes = np.array(
+        [
+            [a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]]
+            for a in anns
+        ]
+    )
+    depth = np.array([a["center2d"][2] for a in anns])
+    record = assign_region_ids(np.zeros(len(anns)), [a["id"] for a in anns], depth)
+    region = record.row_region_id
+    assert region[np.argmin(depth)] == 0
+    image = cv2.imread(str(jpeg))
+    style = MarkStyle()
+    out = render_marks(image, region, boxes_2d=boxes, style=style)
+    layout = layout_labels(region, box_masks(boxes, *image.shape[:2]), (1600, 900), style)
+    for i in range(len(anns)):
+        u0, v0, _, _ = layout.rect[i]
+        assert region_id_from_colour(out[v0 + 1, u0 + 1], region) == region[i]
+    # The three traffic cones (about 30 x 60 px) carry their label above the box, not on it.
+    cones = np.array([a["category_name"] == "traffic_cone" for a in anns])
+    assert cones.sum() == 3
+    assert layout.outside[cones].all() and not layout.outside[~cones].any()
+    assert (layout.rect[cones, 3] < boxes[cones, 1]).all()

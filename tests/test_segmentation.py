@@ -1,0 +1,321 @@
+"""Segmentation backends (LiDAR-seeded GrabCut, SAM2 with random weights) and COCO RLE."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import cv2
+import numpy as np
+import pytest
+from pycocotools import mask as mask_utils
+
+from autolabel.segmentation import SegmenterUnavailable, get_segmenter
+from autolabel.segmentation.lidar_seeded import LidarSeededConfig, LidarSeededSegmenter
+from autolabel.segmentation.rle import (
+    decode_mask,
+    decode_masks,
+    dumps_masks_json,
+    encode_mask,
+    encode_masks,
+    rle_area_px,
+    rle_box_2d,
+    write_masks_json,
+)
+from autolabel.segmentation.validation_scenes import make_validation_scene, mask_iou
+
+HEIGHT, WIDTH = 240, 320
+
+
+def textured_background(seed: int) -> np.ndarray:
+    """Grey-green, noisy, blotchy texture (float32 RGB), unlike the objects' colours."""
+    rng = np.random.default_rng(seed)
+    blotches = cv2.resize(rng.normal(0, 1, (12, 16)).astype(np.float32), (WIDTH, HEIGHT))
+    image = np.empty((HEIGHT, WIDTH, 3), np.float32)
+    image[:] = (110, 120, 100)
+    image += 25 * blotches[..., None]
+    image += rng.normal(0, 8, image.shape).astype(np.float32)
+    # Stripes, so the background is not one smooth colour.
+    image[::17] = (60, 60, 60)
+    return image
+
+
+def ellipse_mask(center: tuple[int, int], axes: tuple[int, int]) -> np.ndarray:
+    mask = np.zeros((HEIGHT, WIDTH), np.uint8)
+    cv2.ellipse(mask, center, axes, 0, 0, 360, 1, -1)
+    return mask.astype(bool)
+
+
+def seeds_in(mask: np.ndarray, step: int = 6, offset=(0.0, 0.0)) -> np.ndarray:
+    """LiDAR-like seeds: a grid of pixel centres inside ``mask``, optionally shifted."""
+    v, u = np.mgrid[0:HEIGHT:step, 0:WIDTH:step]
+    inside = mask[v, u]
+    return np.column_stack([u[inside] + 0.5, v[inside] + 0.5]) + np.asarray(offset)
+
+
+def loose_box(mask: np.ndarray, pad_px: float) -> np.ndarray:
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    return np.array(
+        [cols[0] - pad_px, rows[0] - pad_px, cols[-1] + 1 + pad_px, rows[-1] + 1 + pad_px]
+    )
+
+
+@pytest.fixture(scope="module")
+def ellipse_scene() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A red, shaded ellipse on a textured background with a blue post behind its right end.
+
+    Returns (image, true visible mask of the ellipse, its loose projected box). The post (a
+    background structure inside the box) is what misplaced seeds land on.
+    """
+    image = textured_background(0)
+    truth = ellipse_mask((150, 120), (60, 40))
+    post = np.zeros((HEIGHT, WIDTH), bool)
+    post[60:175, 196:226] = True
+    image[post] = (40, 70, 200)
+    shade = np.linspace(1.1, 0.8, HEIGHT, dtype=np.float32)[:, None, None]
+    red = np.broadcast_to(np.array([200, 40, 50], np.float32) * shade, image.shape)
+    image[truth] = red[truth]
+    image = np.clip(image, 0, 255).astype(np.uint8)
+    return image, truth, loose_box(truth, 8)
+
+
+def test_lidar_seeded_mask_matches_truth_and_score_drops_for_bad_seeds(ellipse_scene):
+    image, truth, box = ellipse_scene
+    segmenter = get_segmenter("lidar")
+    good = segmenter.segment(image, box[None], {"points_uv": [seeds_in(truth)]})
+    assert good.masks.shape == (1, HEIGHT, WIDTH) and good.masks.dtype == bool
+    assert good.score.dtype == np.float32
+    assert mask_iou(good.masks, truth[None])[0] > 0.8
+    u0, v0 = np.floor(box[:2]).astype(int)
+    u1, v1 = np.ceil(box[2:]).astype(int)
+    assert good.masks[0].sum() == good.masks[0][v0:v1, u0:u1].sum()  # inside the box
+    assert good.score[0] > 0.8
+
+    # A calibration error puts the seeds on the post and the background beside the object.
+    # GrabCut still finds the red ellipse (the post's colour is also outside the box, so it is
+    # modelled as background), but the seeds disagree with the mask and the score drops.
+    post = (image == (40, 70, 200)).all(axis=2)
+    in_box = np.zeros_like(truth)
+    in_box[v0:v1, u0:u1] = True
+    for wrong in (seeds_in(post & ~truth, step=5), seeds_in(in_box & ~truth & ~post, step=4)):
+        bad = segmenter.segment(image, box[None], {"points_uv": [wrong]})
+        assert bad.score[0] < good.score[0] - 0.15
+
+    # Seeds shifted by half the object's height: the mask holds, the score dips a little.
+    shifted = segmenter.segment(image, box[None], {"points_uv": [seeds_in(truth, offset=(0, 45))]})
+    assert mask_iou(shifted.masks, truth[None])[0] > 0.8
+    assert bad.score[0] < shifted.score[0] < good.score[0]
+
+
+def test_lidar_seeded_without_seeds_cuts_from_the_box(ellipse_scene):
+    image, truth, box = ellipse_scene
+    result = get_segmenter("lidar").segment(image, box[None])
+    assert mask_iou(result.masks, truth[None])[0] > 0.7
+    seeded = get_segmenter("lidar").segment(image, box[None], {"points_uv": [seeds_in(truth)]})
+    assert result.score[0] < seeded.score[0]
+
+
+def test_lidar_seeded_rectangle_and_overlap_by_depth():
+    """A near blue rectangle hides part of a far yellow ellipse; depth gives shared pixels away."""
+    image = textured_background(2)
+    far_full = ellipse_mask((120, 110), (70, 50))
+    near = np.zeros((HEIGHT, WIDTH), bool)
+    near[90:200, 150:260] = True
+    far_visible = far_full & ~near
+    image[far_full] = (230, 210, 40)
+    image[near] = (40, 60, 210)
+    image = np.clip(image, 0, 255).astype(np.uint8)
+    boxes = np.stack([loose_box(far_full, 6), loose_box(near, 6)])
+    prompts = {
+        "points_uv": [seeds_in(far_visible), seeds_in(near)],
+        "depth_m": np.array([30.0, 10.0]),
+    }
+    result = get_segmenter("lidar").segment(image, boxes, prompts)
+    iou = mask_iou(result.masks, np.stack([far_visible, near]))
+    assert (iou > 0.8).all(), iou
+    assert not (result.masks[0] & result.masks[1]).any()
+    assert (result.score > 0.6).all()
+
+
+def test_lidar_seeded_is_deterministic_and_handles_edge_cases(ellipse_scene):
+    image, truth, box = ellipse_scene
+    segmenter = LidarSeededSegmenter()
+    boxes = np.stack([box, [0, 0, 2, 2], [-50, -20, 40, 30]])  # normal, too thin, off-image part
+    prompts = {"points_uv": [seeds_in(truth), np.zeros((0, 2)), np.array([[5.0, 5.0]])]}
+    first = segmenter.segment(image, boxes, prompts)
+    second = segmenter.segment(image, boxes, prompts)
+    assert np.array_equal(first.masks, second.masks)
+    assert first.score.tobytes() == second.score.tobytes()
+    assert not first.masks[1].any() and first.score[1] < 0.05
+    assert not first.masks[2][30:].any() and not first.masks[2][:, 40:].any()
+    empty = segmenter.segment(image, np.zeros((0, 4)))
+    assert empty.masks.shape == (0, HEIGHT, WIDTH) and empty.score.shape == (0,)
+
+
+def test_lidar_seeded_score_tracks_true_iou_on_constructed_scenes():
+    """On scenes whose seeds range from good to offset/outlier-ridden, score follows true IoU."""
+    segmenter = LidarSeededSegmenter()
+    scores, ious = [], []
+    for seed, offset in [(7, (0.0, 0.03)), (8, (0.1, 0.4)), (9, (0.0, 0.25))]:
+        scene = make_validation_scene(seed, 270, 480, n_objects=8, seed_offset_fraction=offset)
+        result = segmenter.segment(
+            scene.image, scene.boxes_2d, {"points_uv": scene.points_uv, "depth_m": scene.depth_m}
+        )
+        scores.append(result.score)
+        ious.append(mask_iou(result.masks, scene.visible_masks))
+    scores, ious = np.concatenate(scores), np.concatenate(ious)
+    assert np.corrcoef(scores, ious)[0, 1] > 0.6
+    assert np.abs(scores - ious).mean() < 0.25
+
+
+def test_segment_input_errors_name_the_argument(ellipse_scene):
+    image, _, box = ellipse_scene
+    segmenter = LidarSeededSegmenter()
+    with pytest.raises(ValueError, match="uint8"):
+        segmenter.segment(image.astype(np.float32), box[None])
+    with pytest.raises(ValueError, match=r"boxes_2d must be \(N, 4\)"):
+        segmenter.segment(image, box[:3][None])
+    with pytest.raises(ValueError, match="u_max < u_min"):
+        segmenter.segment(image, np.array([[10, 10, 5, 20]]))
+    with pytest.raises(ValueError, match=r"points_uv'\] has 2 entries for 1 boxes"):
+        segmenter.segment(image, box[None], {"points_uv": [np.zeros((0, 2))] * 2})
+    with pytest.raises(ValueError, match="unknown prompt keys"):
+        segmenter.segment(image, box[None], {"point_uv": []})
+
+
+def test_get_segmenter_names_and_config_keys():
+    with pytest.raises(ValueError, match="unknown segmenter 'mask_rcnn'"):
+        get_segmenter("mask_rcnn")
+    with pytest.raises(ValueError, match="unknown config key 'working_side'"):
+        get_segmenter("lidar", {"working_side": 32})
+    with pytest.raises(ValueError, match="grabcut_iterations"):
+        LidarSeededConfig(grabcut_iterations=0)
+    segmenter = get_segmenter("lidar", {"working_max_side_px": 48})
+    assert segmenter.config.working_max_side_px == 48
+
+
+# --- RLE ---------------------------------------------------------------------------------------
+
+
+def test_rle_round_trip_area_box_and_json():
+    rng = np.random.default_rng(3)
+    masks = np.zeros((4, 37, 53), bool)
+    masks[0] = rng.random((37, 53)) < 0.3
+    masks[1, 5:9, 10:30] = True
+    masks[3] = True  # masks[2] stays empty
+    rles = encode_masks(masks)
+    assert all(isinstance(r["counts"], str) and r["size"] == [37, 53] for r in rles)
+    assert np.array_equal(decode_masks(rles), masks)
+    assert np.array_equal(decode_mask(encode_mask(masks[1])), masks[1])
+    # pycocotools reads our JSON form directly once counts are bytes again.
+    for rle, mask in zip(rles, masks, strict=True):
+        decoded = mask_utils.decode({"size": rle["size"], "counts": rle["counts"].encode()})
+        assert np.array_equal(decoded.astype(bool), mask)
+    assert rle_area_px(rles).tolist() == masks.sum(axis=(1, 2)).tolist()
+    assert rle_box_2d(rles)[1].tolist() == [10.0, 5.0, 30.0, 9.0]
+    assert rle_box_2d(rles)[3].tolist() == [0.0, 0.0, 53.0, 37.0]
+    # Uncompressed COCO counts (run lengths, column-major, starting with zeros) decode too.
+    assert np.array_equal(decode_mask({"size": [2, 2], "counts": [1, 2, 1]}), [[0, 1], [1, 0]])
+    text = dumps_masks_json([{"rle": r, "id": i} for i, r in enumerate(rles)])
+    assert text == dumps_masks_json(json.loads(text))
+    assert decode_masks([], 4, 5).shape == (0, 4, 5)
+    with pytest.raises(ValueError, match="'size' and 'counts'"):
+        decode_masks([{"counts": "abc"}])
+
+
+def test_write_masks_json_is_atomic_and_deterministic(tmp_path):
+    records = [{"rle": encode_mask(np.eye(6, dtype=bool)), "token": "a"}]
+    path = write_masks_json(tmp_path / "masks" / "cam.json", records)
+    first = path.read_bytes()
+    write_masks_json(path, records)
+    assert path.read_bytes() == first
+    assert json.loads(first) == json.loads(json.dumps(records))
+    assert [p.name for p in path.parent.iterdir()] == ["cam.json"]
+
+
+# --- SAM2 --------------------------------------------------------------------------------------
+
+
+def test_sam2_unavailable_without_checkpoint(tmp_path):
+    with pytest.raises(SegmenterUnavailable, match="checkpoint_path.*model_config"):
+        get_segmenter("sam2")
+    with pytest.raises(SegmenterUnavailable, match="not a file"):
+        get_segmenter(
+            "sam2",
+            {
+                "checkpoint_path": str(tmp_path / "missing.pt"),
+                "model_config": "configs/sam2.1/sam2.1_hiera_t.yaml",
+            },
+        )
+    with pytest.raises(ValueError, match="Sam2Config.device"):
+        get_segmenter("sam2", {"device": "tpu"})
+
+
+def test_torchvision_shim_matches_reference_transforms():
+    """Resize = PIL's antialiased bilinear (torchvision's tensor Resize matches it by design)."""
+    import torch
+    from PIL import Image
+
+    from autolabel.segmentation._torchvision_shim import Normalize, Resize, ToTensor
+
+    rng = np.random.default_rng(4)
+    plane = rng.random((45, 80)).astype(np.float32)
+    for size in [(32, 32), (128, 128), (20, 100)]:
+        reference = np.asarray(Image.fromarray(plane, mode="F").resize(size[::-1], Image.BILINEAR))
+        resized = Resize(size)(torch.from_numpy(plane)[None])[0].numpy()
+        np.testing.assert_allclose(resized, reference, atol=2e-5)
+    image = rng.integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    tensor = ToTensor()(image)
+    assert tensor.shape == (3, 5, 7) and tensor.dtype == torch.float32
+    np.testing.assert_allclose(tensor.numpy(), image.transpose(2, 0, 1) / 255.0, rtol=1e-6)
+    normalized = Normalize([0.5, 0.25, 0.0], [0.5, 2.0, 1.0])(tensor).numpy()
+    expected = (
+        image.transpose(2, 0, 1) / 255.0 - np.array([0.5, 0.25, 0.0])[:, None, None]
+    ) / np.array([0.5, 2.0, 1.0])[:, None, None]
+    np.testing.assert_allclose(normalized, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def sam2_random():
+    """SAM2 hiera-tiny with random weights (no checkpoint), wrapped as a segmenter."""
+    import torch
+    from sam2.build_sam import build_sam2
+
+    from autolabel.segmentation.sam2_backend import Sam2Segmenter
+
+    torch.manual_seed(0)
+    model = build_sam2("configs/sam2.1/sam2.1_hiera_t.yaml", None, device="cpu")
+    return Sam2Segmenter.from_model(model)
+
+
+def test_sam2_random_weights_batched_masks_scores_and_rle(sam2_random, ellipse_scene):
+    image, _, box = ellipse_scene
+    boxes = np.stack([box, [0, 0, 100, 80], [200, 100, 330, 250]])  # last one leaves the image
+    result = sam2_random.segment(image, boxes)
+    assert result.masks.shape == (3, HEIGHT, WIDTH) and result.masks.dtype == bool
+    assert result.score.shape == (3,) and result.score.dtype == np.float32
+    assert ((result.score >= 0) & (result.score <= 1)).all()
+    # torchvision was either real or only lent to sam2's import.
+    shim = sys.modules.get("torchvision")
+    assert shim is None or "autolabel shim" not in (shim.__doc__ or "")
+
+    # The batched call returns, in order, what the predictor gives for each box on its own
+    # (segment leaves the image's embedding set in the predictor).
+    predictor = sam2_random.predictor
+    clipped = boxes.clip(0, [WIDTH, HEIGHT, WIDTH, HEIGHT]).astype(np.float32)
+    for i in range(3):
+        masks_i, iou_i, _ = predictor.predict(box=clipped[i], multimask_output=False)
+        assert masks_i.shape == (1, HEIGHT, WIDTH)
+        np.testing.assert_allclose(result.score[i], iou_i[0], atol=1e-4)
+        agreement = np.mean(result.masks[i] == (masks_i[0] > 0.5))
+        assert agreement > 0.999
+
+    rles = encode_masks(result.masks)
+    assert np.array_equal(decode_masks(rles), result.masks)
+    assert rle_area_px(rles).tolist() == result.masks.sum(axis=(1, 2)).tolist()
+
+
+def test_sam2_no_boxes(sam2_random, ellipse_scene):
+    image, _, _ = ellipse_scene
+    empty = sam2_random.segment(image, np.zeros((0, 4)))
+    assert empty.masks.shape == (0, HEIGHT, WIDTH) and empty.score.shape == (0,)
