@@ -87,10 +87,9 @@ def test_caps_and_balance(scene):
     per_type = Counter(r["type"] for r in recs)
     assert max(per_type.values()) <= 20
     assert set(per_type) == set(TEMPLATES.types)  # every type is represented
-    per_type_class = Counter(
-        (r["type"], r["regions"][0]["class"] if r["regions"] else "ego") for r in recs
-    )
+    per_type_class = Counter((r["type"], r["regions"][0]["class"]) for r in recs if r["regions"])
     assert max(per_type_class.values()) <= 6
+    assert per_type["ego_speed"] == 16  # one per keyframe: the ego has no class to cap
     per_type_kf = Counter((r["type"], r["keyframe"]["frame_index"]) for r in recs)
     st = {t for t in per_type if t.startswith("st_")}
     assert all(n <= 2 for (t, _), n in per_type_kf.items() if t not in st)
@@ -158,3 +157,31 @@ def test_grounding_label_disagreement_is_an_error(scene):
             view_box_px=np.zeros((0, 4)),
             view_mask_rle=[],
         )
+
+
+def test_regions_from_set_of_mark_views_give_the_same_records(scene):
+    """Flat per-view rows + Set-of-Mark's RegionIds regroup into the same grounding."""
+    from autolabel.qa.grounding import regions_from_views
+    from autolabel.set_of_mark import assign_region_ids
+
+    kf, tid, cam, frm, box, rle, vis = [], [], [], [], [], [], []
+    for kr in scene.regions:
+        kf.append(np.full(len(kr.view_region), kr.keyframe_index))
+        tid.append(kr.track_id[kr.view_region])
+        cam.append(kr.view_camera)
+        frm.append(kr.view_frame_index)
+        box.append(kr.view_box_px)
+        rle += list(kr.view_mask_rle)
+        vis.append(kr.view_visible)
+    kf, tid = np.concatenate(kf), np.concatenate(tid)
+    at_key = np.concatenate(frm) == kf
+    rows = np.flatnonzero(at_key)
+    dist = scene.attrs.distance_m[scene.attrs.row_of(kf[rows], tid[rows])]
+    ids = assign_region_ids(kf[rows], tid[rows], dist)
+    regrouped = regions_from_views(
+        kf, tid, np.concatenate(cam), np.concatenate(frm), np.concatenate(box), rle,
+        np.concatenate(vis), ids,
+    )  # fmt: skip
+    a = generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(), TEMPLATES)
+    b = generate_clip_qa(scene.attrs, regrouped, scene.meta, QAConfig(), TEMPLATES)
+    assert dumps_qa_jsonl(a) == dumps_qa_jsonl(b)

@@ -218,3 +218,11 @@ def test_a_new_type_is_only_a_template(tdir):
     (tdir / "extra.yaml").write_text(yaml.safe_dump(new))
     ts = load_templates(tdir)
     assert ts["ego_distance_short"].values[0].decimals == 0
+
+
+def test_outcome_text_must_cover_every_outcome(tdir):
+    def fn(d):
+        d["types"]["ego_side"]["outcome_text"] = {"left": "to the left of"}
+
+    _edit(tdir / "ego_centric.yaml", fn)
+    _fails(tdir, "types.ego_side.outcome_text", "every outcome")

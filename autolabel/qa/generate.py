@@ -243,7 +243,13 @@ class _ClipGenerator:
             res.outcome[idx] if res.outcome is not None else np.full(len(idx), "", dtype=object)
         )
         picked = pick_balanced(
-            qt.id, self._classes(cands, idx), outcomes, self.config, self.state, rng
+            qt.id,
+            self._classes(cands, idx),
+            outcomes,
+            self.config,
+            self.state,
+            rng,
+            class_cap=qt.n_regions > 0,
         )
         return [self._record(qt, cands, res, int(idx[p]), rng, seq, None) for p in picked]
 

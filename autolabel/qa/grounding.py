@@ -155,6 +155,59 @@ class KeyframeRegions:
         ]
 
 
+def regions_from_views(
+    keyframe: np.ndarray,
+    track_id: np.ndarray,
+    camera: np.ndarray,
+    frame_index: np.ndarray,
+    box_px: np.ndarray,
+    mask_rle: Sequence[Mapping[str, Any]],
+    visible: np.ndarray,
+    region_ids: Any,
+    label_of_track: Mapping[int, int] | None = None,
+) -> list[KeyframeRegions]:
+    """Group per-view rows (segmentation and visibility output) into one grounding per keyframe.
+
+    Args:
+        keyframe: (V,) the QA keyframe whose window each view belongs to.
+        track_id, camera, frame_index: (V,) the object, camera channel and frame of each view.
+        box_px: (V, 4) 2D boxes; mask_rle: V COCO RLE dicts; visible: (V,) kept by visibility.
+        region_ids: ``autolabel.set_of_mark.RegionIds`` (anything with ``lookup(keyframe,
+            track_id)``); views of objects without a region id are dropped.
+        label_of_track: optional class index per track id, cross-checked during generation.
+    """
+    kf = np.asarray(keyframe, dtype=np.int64).reshape(-1)
+    tid = np.asarray(track_id, dtype=np.int64).reshape(-1)
+    rid = np.asarray(region_ids.lookup(kf, tid), dtype=np.int64)
+    box = np.asarray(box_px, dtype=np.float64).reshape(-1, 4)
+    cam = np.asarray(camera, dtype=object).reshape(-1)
+    frm = np.asarray(frame_index, dtype=np.int64).reshape(-1)
+    vis = np.asarray(visible, dtype=bool).reshape(-1)
+    if not (len(tid) == len(cam) == len(frm) == len(box) == len(vis) == len(mask_rle) == len(kf)):
+        raise ValueError("regions_from_views: inputs differ in length")
+    out = []
+    for k in np.unique(kf[rid >= 0]):
+        sel = np.flatnonzero((kf == k) & (rid >= 0))
+        tracks, first, inverse = np.unique(tid[sel], return_index=True, return_inverse=True)
+        out.append(
+            KeyframeRegions(
+                keyframe_index=int(k),
+                region_id=rid[sel][first],
+                track_id=tracks,
+                label=None
+                if label_of_track is None
+                else np.array([label_of_track[int(t)] for t in tracks]),
+                view_region=inverse,
+                view_camera=cam[sel],
+                view_frame_index=frm[sel],
+                view_box_px=box[sel],
+                view_mask_rle=[mask_rle[i] for i in sel],
+                view_visible=vis[sel],
+            )
+        )
+    return out
+
+
 @dataclass
 class ClipQAMeta:
     """What QA records cite about a clip.

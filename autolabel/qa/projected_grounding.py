@@ -7,8 +7,9 @@ visible in a camera at a frame when at least ``min_in_image`` of its projected b
 image, the box covers at least ``min_box_px`` pixels and the object is within ``max_distance_m``.
 There is no occlusion test here: real runs take visibility from ``autolabel.visibility``.
 
-Region ids follow Set-of-Mark's rule of ids from 0 per keyframe: by increasing distance from the
-ego at the keyframe, so the same object keeps its id in every frame and camera of the window.
+Region ids come from Set-of-Mark's rule (``autolabel.set_of_mark.assign_region_ids``: from 0 per
+keyframe by distance at the keyframe, then track id), so the same object keeps its id in every
+frame and camera of the window.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from autolabel.attributes import ObjectAttributes
 from autolabel.boxes import CORNER_SIGNS
 from autolabel.qa.grounding import KeyframeRegions
 from autolabel.sensors import CameraCalibration
+from autolabel.set_of_mark import assign_region_ids
 from calib.projection import NEAR_PLANE_M, box_2d_from_corners, clip_boxes_2d, in_image_fraction
 
 
@@ -154,9 +156,10 @@ def regions_from_projection(
         if not keep.any():
             continue
         tracks = tracks[keep]
-        order = np.argsort(np.asarray(attrs.distance_m)[at_kf[keep]], kind="stable")
-        tracks = tracks[order]
-        region_id = np.arange(len(tracks))
+        ids = assign_region_ids(
+            np.full(len(tracks), kf), tracks, np.asarray(attrs.distance_m)[at_kf[keep]]
+        )
+        region_id = ids.row_region_id.astype(np.int64)
         v_reg, v_cam, v_frame, v_box, v_rle, v_vis = [], [], [], [], [], []
         for f in frames:
             rows = attrs.row_of(np.full(len(tracks), f), tracks)

@@ -197,6 +197,8 @@ def text_fields(
             fields[spec.name] = vocab.join([vocab.camera(k) for k in c.lists[spec.name]])
         else:
             fields[spec.name] = format_value(spec, c.values[spec.name])
+    if qt.outcome_text and c.outcome is not None:
+        fields["outcome"] = qt.outcome_text[c.outcome]
     if c.asked_cameras:
         fields["camera_a"] = vocab.camera(c.asked_cameras[0])
         fields["camera_b"] = vocab.camera(c.asked_cameras[-1])

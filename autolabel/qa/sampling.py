@@ -38,7 +38,8 @@ class QAConfig:
         per_keyframe_cap: questions per type per keyframe (a spatiotemporal group counts one per
             horizon; at least one group per keyframe).
         per_clip_type_cap: questions per type per clip.
-        per_clip_type_class_cap: questions per (type, class of region A) per clip.
+        per_clip_type_class_cap: questions per (type, class of region A) per clip (questions
+            about the ego alone have no class and no class cap).
         types: question type ids to generate; empty means all loaded templates.
         grounding_frames: ``context`` or ``context+future``: the frames whose boxes and masks a
             record carries for each region.
@@ -170,6 +171,7 @@ def pick_balanced(
     state: BalanceState,
     rng: np.random.Generator,
     weight: int = 1,
+    class_cap: bool = True,
 ) -> list[int]:
     """Indices of the candidates to keep, in pick order, updating ``state``.
 
@@ -179,6 +181,7 @@ def pick_balanced(
         outcomes: (n,) outcome key of each candidate (``""`` when the type has none).
         weight: records one pick makes per type (a spatiotemporal group asks each of its types
             at every horizon); the caps count records, and a keyframe gets at least one pick.
+        class_cap: apply ``per_clip_type_class_cap`` (not for questions about the ego alone).
     """
     n = len(classes)
     if n == 0:
@@ -195,7 +198,8 @@ def pick_balanced(
         open_cls = [
             c
             for c in dict.fromkeys(cls[alive])
-            if state.per_type_class[(type_id, c)] + weight <= config.per_clip_type_class_cap
+            if not class_cap
+            or state.per_type_class[(type_id, c)] + weight <= config.per_clip_type_class_cap
         ]
         if not open_cls:
             break

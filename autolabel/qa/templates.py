@@ -56,7 +56,7 @@ INTEGER_UNITS = ("clock",)
 VOCABULARY_FILE = "vocabulary.yaml"
 _TYPE_KEYS = {
     "description", "kind", "subjects", "quantity", "params", "values", "questions", "answers",
-    "explanations", "choices", "group", "horizons", "cameras",
+    "explanations", "choices", "group", "horizons", "cameras", "outcome_text",
 }  # fmt: skip
 _REGION_RE = re.compile(r"Region \[(\d+)\]")
 
@@ -125,6 +125,7 @@ class QuestionType:
     n_regions: int
     source: str
     description: str = ""
+    outcome_text: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def yes_no(self) -> bool:
@@ -418,17 +419,31 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
         if q.outcomes is None:
             raise _err(f"{where}.choices", f"quantity {qname} has no discrete answer to choose")
 
+    outcome_keys = q.outcome_keys(params, n_regions)
+    outcome_text = raw.get("outcome_text", {}) or {}
+    if outcome_text:
+        if (
+            not isinstance(outcome_text, Mapping)
+            or outcome_keys is None
+            or set(outcome_text) != set(outcome_keys)
+            or not all(isinstance(v, str) and v for v in outcome_text.values())
+        ):
+            raise _err(
+                f"{where}.outcome_text",
+                f"expected a mapping of every outcome {outcome_keys} to its words",
+            )
+
     roles = ROLES[:n_regions]
     base = set(roles) | {f"class_{r}" for r in roles} | {v.name for v in values}
     if subjects in ("pair_cross_camera", "region_camera_pair"):
         base |= {"camera_a", "camera_b"}
     if subjects == "region_horizon":
         base |= {"t", "horizon"}
+    a_extra = {"outcome"} if outcome_text else set()
     q_allowed = base | ({"choices"} if choices else set())
-    a_allowed = base | ({"choice", "choice_text"} if choices else set())
+    a_allowed = base | a_extra | ({"choice", "choice_text"} if choices else set())
 
     questions = _phrasings(raw["questions"], f"{where}.questions")
-    outcome_keys = q.outcome_keys(params, n_regions)
     for i, p in enumerate(questions):
         w = f"{where}.questions[{i}]"
         _check_text(p, q_allowed, roles, w)
@@ -521,6 +536,7 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
         n_regions=n_regions,
         source=path.name,
         description=description,
+        outcome_text=dict(outcome_text),
     )
 
 
