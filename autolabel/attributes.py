@@ -208,11 +208,7 @@ class ObjectAttributes:
         return len(self.frame_index)
 
     def _row_columns(self) -> list[str]:
-        return [
-            f.name
-            for f in fields(self)
-            if f.name != "future_horizons_s" and f.name not in self._FUTURE
-        ]
+        return _row_column_names()
 
     @property
     def class_name(self) -> np.ndarray:
@@ -282,7 +278,7 @@ class ObjectAttributes:
                 raise ValueError(f"{path}: missing column {name!r}")
             return table.column(name).to_numpy(zero_copy_only=False)
 
-        kwargs = {name: column(name) for name in _empty_row_columns()}
+        kwargs = {name: column(name) for name in _row_column_names()}
         for name in cls._FUTURE:
             per_h = [
                 column(name.replace("future_", f"future_{_horizon_tag(h)}_", 1)) for h in horizons
@@ -291,7 +287,7 @@ class ObjectAttributes:
         return cls(future_horizons_s=horizons, **kwargs)
 
 
-def _empty_row_columns() -> list[str]:
+def _row_column_names() -> list[str]:
     return [
         f.name
         for f in fields(ObjectAttributes)

@@ -24,27 +24,51 @@ def version() -> None:
 
 
 @app.command()
+def clips(
+    dataroot: str = typer.Argument(..., help="dataset root (holds the table folder)"),
+    version: str = typer.Option(
+        ..., help="table folder: v1.0-mini, v1.0-trainval, annotation (T4)"
+    ),
+) -> None:
+    """List the clips (scenes) of a nuScenes-format dataset, one per line."""
+    from autolabel.nuscenes_reader import DatasetError, describe_clips
+
+    try:
+        rows = describe_clips(dataroot, version)
+    except DatasetError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    for r in rows:
+        print(
+            f"{r['name']}\tkeyframes={r['keyframes']}\tduration_s={r['duration_s']}"
+            f"\tlidar={r['lidar']}\tcameras={','.join(r['cameras'])}\tannotations={r['annotations']}"
+        )
+
+
+@app.command()
 def synth(
     out: Path = typer.Argument(..., help="Dataroot to create (nuScenes layout)."),
-    scenes: int = typer.Option(2, help="Number of scenes (clips)."),
-    seconds: float = typer.Option(20.0, help="Clip length, seconds (keyframes at 2 Hz)."),
-    seed: int = typer.Option(0, help="Seed of every random choice."),
-    width: int | None = typer.Option(None, help="Camera image width (default: the rig's)."),
-    height: int | None = typer.Option(None, help="Camera image height (default: the rig's)."),
-    rig: str = typer.Option("nuscenes", help="Sensor rig name or YAML path."),
-    version: str = typer.Option("v1.0-mini", help="nuScenes version folder to write."),
+    scenes: int | None = typer.Option(None, help="Number of scenes (clips) [2]."),
+    seconds: float | None = typer.Option(None, help="Clip length, seconds [20]."),
+    seed: int | None = typer.Option(None, help="Seed of every random choice [0]."),
+    width: int | None = typer.Option(None, help="Camera image width [the rig's]."),
+    height: int | None = typer.Option(None, help="Camera image height [the rig's]."),
+    rig: str | None = typer.Option(None, help="Sensor rig name or YAML path [nuscenes]."),
+    version: str | None = typer.Option(None, help="nuScenes version folder [v1.0-mini]."),
+    lidar_hz: float | None = typer.Option(None, help="LiDAR sweep rate, Hz [10]."),
+    config: Path | None = typer.Option(None, help="YAML of SynthConfig fields (options win)."),
     force: bool = typer.Option(False, help="Replace an existing dataset in OUT."),
 ) -> None:
     """Write synthetic drive logs as a nuScenes-format dataset (tables, images, sweeps, maps)."""
-    from autolabel.synth.config import SynthConfig
+    from autolabel.synth.config import load_synth_config
     from autolabel.synth.generator import generate_dataset
 
     try:
-        config = SynthConfig(
-            scenes=scenes, seed=seed, seconds=seconds, width_px=width, height_px=height,
-            rig=rig, version=version,
+        synth_config = load_synth_config(
+            config, scenes=scenes, seconds=seconds, seed=seed, width_px=width, height_px=height,
+            rig=rig, version=version, lidar_hz=lidar_hz,
         )  # fmt: skip
-        summary = generate_dataset(out, config, overwrite=force)
+        summary = generate_dataset(out, synth_config, overwrite=force)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         raise typer.BadParameter(str(e)) from None
     for key in ("dataroot", "version", "logs", "samples", "sample_data", "sample_annotations"):

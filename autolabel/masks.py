@@ -47,24 +47,27 @@ def masks_to_array(
                 f"{where}: expected (N, {height_px}, {width_px}) masks, got {masks.shape}"
             )
         return masks.astype(bool, copy=False)
-    out = np.zeros((len(masks), height_px, width_px), dtype=bool)
     rle_rows, rles = [], []
     for i, m in enumerate(masks):
-        if m is None:
-            continue
         if isinstance(m, dict):
             rle_rows.append(i)
             rles.append(_rle_for_pycocotools(m, f"{where}[{i}]", height_px, width_px))
+    # One pycocotools call for all RLEs: (H, W, K) uint8 0/1, column-major.
+    decoded = mask_utils.decode(rles) if rles else None
+    if rles and len(rles) == len(masks):
+        return np.moveaxis(decoded, 2, 0).view(bool)  # a view: 0/1 bytes are valid bools
+    out = np.zeros((len(masks), height_px, width_px), dtype=bool)
+    for j, i in enumerate(rle_rows):
+        out[i] = decoded[:, :, j]
+    for i, m in enumerate(masks):
+        if m is None or isinstance(m, dict):
             continue
         arr = np.asarray(m)
         if arr.shape != (height_px, width_px):
             raise ValueError(
                 f"{where}[{i}]: mask shape {arr.shape} differs from ({height_px}, {width_px})"
             )
-        out[i] = arr.astype(bool, copy=False)
-    if rles:
-        decoded = mask_utils.decode(rles)  # (H, W, K) uint8, column-major
-        out[rle_rows] = np.moveaxis(decoded, 2, 0).astype(bool)
+        out[i] = arr
     return out
 
 

@@ -4,6 +4,10 @@ An info file holds per sample: ``ego2global`` (4x4), ``lidar_points.lidar2ego`` 
 ``cam2img``, ``cam2ego``, ``lidar2cam``, ``img_path``, and ``instances`` with ``bbox_3d`` in the
 LiDAR frame, ``bbox_label_3d``, ``velocity`` (LiDAR frame, m/s) and ``num_lidar_pts``.
 
+Cameras are built from ``cam2ego`` and ``cam2img``; ``lidar2cam`` is derived data and is not
+used (early mmdet3d converters wrote it with a wrong translation: minus the camera's position in
+the LiDAR frame, unrotated; nuScenes' own excerpt shows it, see tests/test_realdata.py).
+
 Pickles can run code when loaded, so they are read with an unpickler that only builds plain
 containers and numpy arrays and refuses every other global.
 

@@ -174,6 +174,10 @@ def open_dataset(dataroot: str | Path, version: str) -> NuScenes:
         raise DatasetError(
             f"{table_root}: a record references a missing record or lacks a field: {e}"
         ) from None
+    except (TypeError, AttributeError, IndexError, AssertionError) as e:
+        # Records of the wrong shape (a string where an object belongs, ...) or, for lidarseg,
+        # label files that do not match the table fail inside the devkit's indexing.
+        raise DatasetError(f"{table_root}: malformed tables ({type(e).__name__}: {e})") from None
     return nusc
 
 
@@ -291,6 +295,24 @@ class _ClipReader:
             self._poses[token] = _pose(self.nusc, "ego_pose", self.nusc.get("ego_pose", token))
         return self._poses[token]
 
+    def prefetch_ego_poses(self, sds: list[dict]) -> None:
+        """Convert the ego poses of many sample_data at once (one batched quaternion conversion)."""
+        tokens = list(dict.fromkeys(sd["ego_pose_token"] for sd in sds))
+        tokens = [t for t in tokens if t not in self._poses]
+        records = [self.nusc.get("ego_pose", t) for t in tokens]
+        try:
+            quat = np.array([r["rotation"] for r in records], dtype=np.float64).reshape(-1, 4)
+            trans = np.array([r["translation"] for r in records], dtype=np.float64).reshape(-1, 3)
+            if len(quat) != len(records) or len(trans) != len(records):
+                raise ValueError
+            rot = rotation_from_quat_wxyz(quat)
+        except (KeyError, ValueError):
+            for r in records:  # find and name the malformed record
+                _pose(self.nusc, "ego_pose", r)
+            raise
+        for t, r, tr in zip(tokens, rot, trans, strict=True):
+            self._poses[t] = SE3(r, tr)
+
     def sensor_pose(self, sd: dict) -> SE3:
         token = sd["calibrated_sensor_token"]
         if token not in self._sensor_poses:
@@ -328,11 +350,12 @@ class _ClipReader:
         )
 
     def earlier_sweeps(self, sd: dict) -> list[LidarSweep]:
-        out = []
-        while len(out) < self.max_sweeps - 1 and sd["prev"]:
+        chain = []
+        while len(chain) < self.max_sweeps - 1 and sd["prev"]:
             sd = self.nusc.get("sample_data", sd["prev"])
-            out.append(self.sweep(sd))
-        return out
+            chain.append(sd)
+        self.prefetch_ego_poses(chain)
+        return [self.sweep(s) for s in chain]
 
     def label(self, category_name: str) -> int | None:
         if category_name not in self._label_of_category:
@@ -417,6 +440,8 @@ class _ClipReader:
         else:
             camera_channels = _camera_order(present_cameras)
         layout = _default_lidar_layout()
+        keyframe_sds = [nusc.get("sample_data", t) for smp in samples for t in smp["data"].values()]
+        self.prefetch_ego_poses(keyframe_sds)
         instance_ids: dict[str, int] = {}
         frames = []
         t0_us = None
@@ -562,8 +587,29 @@ def aggregate_sweeps(
         pts = pts[~((np.abs(pts[:, 0]) < min_distance_m) & (np.abs(pts[:, 1]) < min_distance_m))]
         ego_SE3_lidar = sweep.ego_SE3_lidar if sweep.ego_SE3_lidar is not None else fallback
         key_SE3_sweep = key_lidar_SE3_global.compose(sweep.global_SE3_ego.compose(ego_SE3_lidar))
-        moved = pts.copy()
-        moved[:, :3] = key_SE3_sweep.transform_points(pts[:, :3].astype(np.float64))
-        parts.append(moved)
+        pts[:, :3] = key_SE3_sweep.transform_points(pts[:, :3])  # float64 math, float32 storage
+        parts.append(pts)
         lags.append(np.full(len(pts), (key.timestamp_us - sweep.timestamp_us) * 1e-6))
     return np.concatenate(parts), np.concatenate(lags)
+
+
+def describe_clips(
+    nusc_or_dataroot: NuScenes | str | Path, version: str | None = None
+) -> list[dict]:
+    """One summary per scene: ``name``, ``keyframes``, ``duration_s``, ``lidar``, ``cameras``,
+    ``annotations`` (kept ground-truth boxes), read without loading any sensor file."""
+    nusc = _as_nusc(nusc_or_dataroot, version)
+    out = []
+    for name in list_clips(nusc):
+        clip = read_clip(nusc, name, max_sweeps=1)
+        out.append(
+            {
+                "name": name,
+                "keyframes": len(clip.frames),
+                "duration_s": round(clip.duration_s, 3),
+                "lidar": clip.frames[0].lidar_calibration.channel if clip.frames else "",
+                "cameras": sorted({ch for f in clip.frames for ch in f.cameras}),
+                "annotations": sum(len(f.ground_truth.boxes) for f in clip.frames),
+            }
+        )
+    return out

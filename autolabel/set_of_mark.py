@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from autolabel.atomic_io import atomic_write_bytes
-from autolabel.masks import MaskLike, box_masks, mask_boxes_2d, masks_to_array
+from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array
 from calib.projection import clip_boxes_2d
 
 #: Stitched layout of the six nuScenes cameras: front row, back row.
@@ -250,6 +250,58 @@ class LabelLayout:
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
+@dataclass(frozen=True)
+class _Region:
+    """One region's pixels as a crop: ``crop`` (v1 - v0, u1 - u0) bool at [u0, u1) x [v0, v1)."""
+
+    u0: int
+    v0: int
+    u1: int
+    v1: int
+    crop: np.ndarray
+
+    @property
+    def area_px(self) -> int:
+        return int(self.crop.sum())
+
+    def full(self, height_px: int, width_px: int) -> np.ndarray:
+        out = np.zeros((height_px, width_px), bool)
+        out[self.v0 : self.v1, self.u0 : self.u1] = self.crop
+        return out
+
+
+def _regions_from_masks(masks: np.ndarray) -> list[_Region]:
+    """Crops of (R, H, W) bool masks around their pixels (empty masks: a 0 x 0 crop)."""
+    boxes = mask_boxes_2d(masks)
+    out = []
+    for m, b in zip(masks, boxes, strict=True):
+        if np.isnan(b[0]):
+            out.append(_Region(0, 0, 0, 0, np.zeros((0, 0), bool)))
+            continue
+        u0, v0, u1, v1 = (int(x) for x in b)
+        out.append(_Region(u0, v0, u1, v1, m[v0:v1, u0:u1]))
+    return out
+
+
+def _regions_from_boxes(boxes_2d: np.ndarray, height_px: int, width_px: int) -> list[_Region]:
+    """Filled boxes as regions: the pixels whose centres lie inside (see ``box_masks``)."""
+    out = []
+    for b in np.asarray(boxes_2d, dtype=np.float64).reshape(-1, 4):
+        if not np.all(np.isfinite(b)):
+            out.append(_Region(0, 0, 0, 0, np.zeros((0, 0), bool)))
+            continue
+        # Pixel u is inside when u + 0.5 lies in [b0, b2]: u from ceil(b0 - 0.5) to floor(b2 - 0.5).
+        u0 = max(0, int(np.ceil(b[0] - 0.5)))
+        u1 = min(width_px, int(np.floor(b[2] - 0.5)) + 1)
+        v0 = max(0, int(np.ceil(b[1] - 0.5)))
+        v1 = min(height_px, int(np.floor(b[3] - 0.5)) + 1)
+        if u1 <= u0 or v1 <= v0:
+            out.append(_Region(0, 0, 0, 0, np.zeros((0, 0), bool)))
+            continue
+        out.append(_Region(u0, v0, u1, v1, np.ones((v1 - v0, u1 - u0), bool)))
+    return out
+
+
 def _most_interior_point(region: np.ndarray) -> tuple[int, int]:
     """(u, v) of the pixel farthest from the region's edge (the image border counts as an edge).
 
@@ -265,6 +317,47 @@ def _most_interior_point(region: np.ndarray) -> tuple[int, int]:
     centre = near.mean(axis=0)
     v, u = near[np.argmin(((near - centre) ** 2).sum(axis=1))]  # first on ties: deterministic
     return int(u0 + u - 1), int(v0 + v - 1)
+
+
+def _layout(
+    ids: np.ndarray, regions: list[_Region], width_px: int, height_px: int, st: MarkStyle
+) -> LabelLayout:
+    n = len(ids)
+    areas = np.array([r.area_px for r in regions], dtype=np.int64)
+    anchor = np.zeros((n, 2), np.int64)
+    rect = np.zeros((n, 4), np.int64)
+    origin = np.zeros((n, 2), np.int64)
+    outside = np.zeros(n, bool)
+    taken = np.zeros((height_px, width_px), bool)
+    for i in np.lexsort((ids, areas)):  # ascending area, ties by id
+        text = st.label_format.format(id=int(ids[i]))
+        (tw, th), baseline = cv2.getTextSize(text, _FONT, st.font_scale, st.font_thickness)
+        half_w = tw // 2 + st.label_padding_px
+        half_h = (th + baseline) // 2 + st.label_padding_px
+        reg = regions[i]
+        if areas[i] == 0:
+            anchor[i] = (width_px // 2, height_px // 2)
+        else:
+            box_area = (reg.u1 - reg.u0) * (reg.v1 - reg.v0)
+            label_area = (2 * half_w + 1) * (2 * half_h + 1)
+            if box_area < st.small_box_area_px or label_area > st.max_label_fraction * box_area:
+                outside[i] = True
+                u = int(round(0.5 * (reg.u0 + reg.u1)))
+                above = reg.v0 - half_h - 1
+                below = reg.v1 + half_h + 1
+                anchor[i] = (u, above if above - half_h >= 0 else below)
+            else:
+                taken_crop = taken[reg.v0 : reg.v1, reg.u0 : reg.u1]
+                own = reg.crop & ~taken_crop
+                u, v = _most_interior_point(own if own.any() else reg.crop)
+                anchor[i] = (reg.u0 + u, reg.v0 + v)
+            taken[reg.v0 : reg.v1, reg.u0 : reg.u1] |= reg.crop
+        # Keep the whole label inside the image.
+        cu = int(np.clip(anchor[i, 0], half_w, max(half_w, width_px - 1 - half_w)))
+        cv = int(np.clip(anchor[i, 1], half_h, max(half_h, height_px - 1 - half_h)))
+        rect[i] = (cu - half_w, cv - half_h, cu + half_w, cv + half_h)
+        origin[i] = (cu - tw // 2, cv + (th - baseline) // 2)
+    return LabelLayout(anchor, rect, outside, origin)
 
 
 def layout_labels(
@@ -284,71 +377,45 @@ def layout_labels(
     The loop runs over the marks of one image: the allocation is sequential by definition (each
     mask excludes the smaller ones labelled before it).
     """
-    st = style or MarkStyle()
     width_px, height_px = image_size_px
     ids = np.asarray(region_id, dtype=np.int64).reshape(-1)
-    n = len(ids)
-    areas = masks.reshape(n, -1).sum(axis=1)
-    boxes = mask_boxes_2d(masks)
-    anchor = np.zeros((n, 2), np.int64)
-    rect = np.zeros((n, 4), np.int64)
-    origin = np.zeros((n, 2), np.int64)
-    outside = np.zeros(n, bool)
-    taken = np.zeros((height_px, width_px), bool)
-    for i in np.lexsort((ids, areas)):  # ascending area, ties by id
-        text = st.label_format.format(id=int(ids[i]))
-        (tw, th), baseline = cv2.getTextSize(text, _FONT, st.font_scale, st.font_thickness)
-        half_w = tw // 2 + st.label_padding_px
-        half_h = (th + baseline) // 2 + st.label_padding_px
-        if areas[i] == 0:
-            anchor[i] = (width_px // 2, height_px // 2)
-        else:
-            box = boxes[i]
-            box_area = (box[2] - box[0]) * (box[3] - box[1])
-            label_area = (2 * half_w + 1) * (2 * half_h + 1)
-            if box_area < st.small_box_area_px or label_area > st.max_label_fraction * box_area:
-                outside[i] = True
-                u = int(round(0.5 * (box[0] + box[2])))
-                above = int(box[1]) - half_h - 1
-                below = int(box[3]) + half_h + 1
-                anchor[i] = (u, above if above - half_h >= 0 else below)
-            else:
-                own = masks[i] & ~taken
-                anchor[i] = _most_interior_point(own if own.any() else masks[i])
-            taken |= masks[i]
-        # Keep the whole label inside the image.
-        cu = int(np.clip(anchor[i, 0], half_w, max(half_w, width_px - 1 - half_w)))
-        cv = int(np.clip(anchor[i, 1], half_h, max(half_h, height_px - 1 - half_h)))
-        rect[i] = (cu - half_w, cv - half_h, cu + half_w, cv + half_h)
-        origin[i] = (cu - tw // 2, cv + (th - baseline) // 2)
-    return LabelLayout(anchor, rect, outside, origin)
+    masks = np.asarray(masks, dtype=bool)
+    if masks.shape != (len(ids), height_px, width_px):
+        raise ValueError(
+            f"layout_labels: expected ({len(ids)}, {height_px}, {width_px}) masks, got {masks.shape}"
+        )
+    return _layout(ids, _regions_from_masks(masks), width_px, height_px, style or MarkStyle())
 
 
-def _region_masks(
+def _regions_and_boxes(
     boxes_2d: np.ndarray | None,
     masks: np.ndarray | Sequence[MaskLike] | None,
     n: int,
     width_px: int,
     height_px: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(R, H, W) region masks and (R, 4) boxes to draw, from whichever of the two is given."""
-    if masks is not None:
-        region = masks_to_array(masks, height_px, width_px)
-        if len(region) != n:
-            raise ValueError(f"render_marks: {n} region ids but {len(region)} masks")
-    if boxes_2d is not None:
-        boxes = clip_boxes_2d(
-            np.asarray(boxes_2d, dtype=np.float64).reshape(-1, 4), width_px, height_px
-        )
-        if len(boxes) != n:
-            raise ValueError(f"render_marks: {n} region ids but {len(boxes)} boxes")
-        if masks is None:
-            region = box_masks(boxes, height_px, width_px)
-    elif masks is not None:
-        boxes = mask_boxes_2d(region)
-    else:
+) -> tuple[list[_Region], np.ndarray]:
+    """Regions (mask crops) and (R, 4) boxes to draw, from whichever of the two is given."""
+    if boxes_2d is None and masks is None:
         raise ValueError("render_marks: give boxes_2d, masks, or both")
-    return region, boxes
+    boxes = None
+    if boxes_2d is not None:
+        raw = np.asarray(boxes_2d, dtype=np.float64).reshape(-1, 4)
+        if len(raw) != n:
+            raise ValueError(f"render_marks: {n} region ids but {len(raw)} boxes")
+        boxes = clip_boxes_2d(raw, width_px, height_px)
+    if masks is not None:
+        dense = masks_to_array(masks, height_px, width_px)
+        if len(dense) != n:
+            raise ValueError(f"render_marks: {n} region ids but {len(dense)} masks")
+        regions = _regions_from_masks(dense)
+        if boxes is None:
+            boxes = np.array(
+                [[r.u0, r.v0, r.u1, r.v1] if r.crop.size else [np.nan] * 4 for r in regions],
+                dtype=np.float64,
+            ).reshape(-1, 4)
+    else:
+        regions = _regions_from_boxes(boxes, height_px, width_px)
+    return regions, boxes
 
 
 def render_marks(
@@ -369,7 +436,9 @@ def render_marks(
         style: which marks and how; ``MarkStyle()`` when None.
 
     Returns:
-        (H, W, 3) uint8 BGR image; the input is not modified.
+        (H, W, 3) uint8 BGR image; the input is not modified. Marks are drawn in region-id order
+        (masks, then contours, then boxes, then all labels on top); each works on its region's
+        crop, so the cost grows with the marked area, not with image size times marks.
     """
     st = style or MarkStyle()
     img = np.ascontiguousarray(image_bgr)
@@ -383,21 +452,29 @@ def render_marks(
     out = img.copy()
     if n == 0:
         return out
-    region, boxes = _region_masks(boxes_2d, masks, n, width_px, height_px)
+    regions, boxes = _regions_and_boxes(boxes_2d, masks, n, width_px, height_px)
     colours = region_colours_bgr(ids)
     draw_order = np.argsort(ids, kind="stable")
     if st.draw_mask:
         # One blended layer: pixels of several masks take the colour of the highest id.
         layer = out.copy()
+        covered = np.zeros((height_px, width_px), bool)
         for i in draw_order:
-            layer[region[i]] = colours[i]
-        covered = region.any(axis=0)
+            r = regions[i]
+            layer[r.v0 : r.v1, r.u0 : r.u1][r.crop] = colours[i]
+            covered[r.v0 : r.v1, r.u0 : r.u1] |= r.crop
         blended = cv2.addWeighted(layer, st.mask_alpha, out, 1.0 - st.mask_alpha, 0.0)
-        out[covered] = blended[covered]
+        np.copyto(out, blended, where=covered[..., None])
     if st.draw_contour:
         for i in draw_order:
+            r = regions[i]
+            if not r.crop.size:
+                continue
             contours, _ = cv2.findContours(
-                region[i].astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
+                r.crop.astype(np.uint8),
+                cv2.RETR_EXTERNAL,
+                cv2.CHAIN_APPROX_NONE,
+                offset=(r.u0, r.v0),
             )
             cv2.drawContours(out, contours, -1, colours[i].tolist(), st.line_thickness_px)
     if st.draw_box:
@@ -406,7 +483,7 @@ def render_marks(
                 u0, v0 = int(np.floor(boxes[i, 0])), int(np.floor(boxes[i, 1]))
                 u1, v1 = int(np.ceil(boxes[i, 2])) - 1, int(np.ceil(boxes[i, 3])) - 1
                 cv2.rectangle(out, (u0, v0), (u1, v1), colours[i].tolist(), st.line_thickness_px)
-    layout = layout_labels(ids, region, (width_px, height_px), st)
+    layout = _layout(ids, regions, width_px, height_px, st)
     text_colours = text_colours_bgr(colours)
     for i in draw_order:
         u0, v0, u1, v1 = (int(x) for x in layout.rect[i])

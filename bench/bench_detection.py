@@ -91,7 +91,7 @@ def main() -> None:
     print(f"generated {len(synth['scenes'])} clips, {synth['samples']} keyframes, "
           f"{synth['sample_annotations']} annotations in {time.perf_counter() - start:.0f} s")  # fmt: skip
     nusc = NuScenes(version=synth["version"], dataroot=str(dataroot), verbose=False)
-    clips = [read_clip(nusc, scene, max_sweeps=3) for scene in synth["scenes"]]
+    clips = [read_clip(nusc, scene, max_sweeps=10) for scene in synth["scenes"]]
     points = sum(os.path.getsize(f.lidar.path) // 20 for clip in clips for f in clip.frames) / sum(
         len(c.frames) for c in clips
     )

@@ -52,7 +52,13 @@ def plot_distribution(per_type: Counter, per_class: Counter, category_of: dict, 
     ax1.set_title("QA pairs per question type")
     from matplotlib.patches import Patch
 
-    ax1.legend(handles=[Patch(color=colours[c], label=c) for c in cats], fontsize=8)
+    ax1.set_ylim(0, 1.2 * max(per_type.values()))
+    ax1.legend(
+        handles=[Patch(color=colours[c], label=c) for c in cats],
+        fontsize=8,
+        ncol=len(cats),
+        loc="upper center",
+    )
     classes = [c for c, _ in per_class.most_common()]
     ax2.barh(classes[::-1], [per_class[c] for c in classes[::-1]], color="tab:gray")
     ax2.set_title("QA pairs per class (region A)")
@@ -85,6 +91,7 @@ def main() -> None:
     gen_s, gen_cpu_s, check_s, n_qa, n_regions, n_bytes = [], [], [], [], [], 0
     per_type: Counter = Counter()
     per_class: Counter = Counter()
+    region_classes: Counter = Counter()
     mismatches = 0
     for s in scenes:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -97,6 +104,9 @@ def main() -> None:
         check_s.append(time.perf_counter() - t0)
         n_qa.append(len(records))
         n_regions.append(sum(len(kr) for kr in s.regions))
+        for kr in s.regions:
+            rows = s.attrs.row_of(np.full(len(kr), kr.keyframe_index), kr.track_id)
+            region_classes.update(s.attrs.class_name[rows].tolist())
         per_type.update(r["type"] for r in records)
         per_class.update(r["regions"][0]["class"] if r["regions"] else "ego" for r in records)
 
@@ -121,6 +131,7 @@ def main() -> None:
         "max_type_share": top_type_share,
         "top_class": top_class,
         "top_class_share": top_class_n / total_qa,
+        "top_class_share_of_regions": region_classes[top_class] / sum(region_classes.values()),
         "per_type": dict(per_type),
         "per_class": dict(per_class),
     }
@@ -143,7 +154,10 @@ def main() -> None:
     print(
         f"max_type_share: {top_type_share:.3f} (uniform over {len(per_type)} types: {1 / len(per_type):.3f})"
     )
-    print(f"top_class: {top_class} {top_class_n / total_qa:.3f}")
+    region_share = region_classes[top_class] / sum(region_classes.values())
+    print(
+        f"top_class: {top_class} {top_class_n / total_qa:.3f} of QA pairs ({region_share:.3f} of regions)"
+    )
     print(f"plot: {args.out / 'qa_distribution.png'}")
 
 

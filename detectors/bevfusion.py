@@ -19,6 +19,7 @@ Nothing here imports torch or the OpenMMLab stack at module import time.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
 import types
@@ -318,7 +319,13 @@ class BevfusionDetector(Detector):
         if not class_names:
             raise DetectorUnavailableError(f"{config_path}: no class_names in the config")
         self.model_to_class_index = class_index_map(list(class_names))
-        self.pipeline = Compose(cfg.test_dataloader.dataset.pipeline)
+        pipeline = copy.deepcopy(cfg.test_dataloader.dataset.pipeline)
+        for step in pipeline:
+            if step.get("type") == "LoadPointsFromMultiSweeps":
+                # Outside test mode the loader samples sweeps at random when there are more than
+                # it uses; take the newest ones, deterministically, as its test mode does.
+                step["test_mode"] = True
+        self.pipeline = Compose(pipeline)
         self.meta = submission_meta(use_lidar=True, use_camera=self.uses_camera)
         from mmdet3d.structures import get_box_type
 

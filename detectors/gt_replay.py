@@ -38,8 +38,8 @@ class GtNoiseConfig:
     """Detector-error model for ground-truth replay.
 
     The defaults give errors of the order of a good LiDAR detector on nuScenes (CenterPoint reports
-    mAP 0.56-0.58, NDS 0.65, mATE 0.29, mASE 0.25); on the synthetic benchmark clips they score
-    mAP ~0.58, NDS ~0.65, mATE ~0.26, mASE ~0.23, mAOE ~0.29, mAVE ~0.31 (bench/bench_detection.py).
+    mAP 0.56-0.58, NDS 0.65, mATE 0.29, mASE 0.25); on the 10 synthetic benchmark clips they score
+    mAP 0.52, NDS 0.61, mATE 0.28, mASE 0.23, mAOE 0.27, mAVE 0.30 (bench/bench_detection.py).
 
     Attributes:
         seed: seed of every draw (combined with each keyframe's sample token).

@@ -17,10 +17,14 @@ Per keyframe, in the ego frame:
    larger; clusters no class explains (walls, vegetation, poles) are dropped. The box is then
    grown to the class's typical footprint away from the sensor, since the far faces are unseen;
 6. score: the product of a point-count term, the size likelihood and the share of points lying on
-   the fitted rectangle's edges (how L-shaped, i.e. object-like, the cluster is).
+   the fitted rectangle's edges (how L-shaped, i.e. object-like, the cluster is);
+7. velocity: the same detection on one earlier sweep (``velocity_sweep_age_s`` old, moved into the
+   keyframe's ego frame through the global frame); clusters are matched one-to-one (Hungarian)
+   and the displacement of their boxes over the time between the sweeps is the velocity (NaN where
+   unmatched or without such a sweep). A moving object's heading is the one along its velocity;
+   otherwise headings are ambiguous by pi and the one pointing forward in the ego frame is kept.
 
-Headings are ambiguous by pi for a single sweep; the one pointing forward in the ego frame is kept.
-Velocity is unknown (NaN). Arrays throughout; the per-cluster fit is one numba kernel.
+Arrays throughout; the per-cluster fit and the cluster linking are numba kernels.
 """
 
 from __future__ import annotations
@@ -32,9 +36,12 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 from scipy import ndimage
+from scipy.optimize import linear_sum_assignment
 
 from autolabel.boxes import Boxes3D
-from autolabel.clip import Frame
+from autolabel.classes import CLASS_INDEX
+from autolabel.clip import Frame, LidarSweep
+from autolabel.nuscenes_reader import load_lidar_points
 from calib.rotation import wrap_angle
 from detectors.base import Detector
 from detectors.class_priors import TYPICAL_SIZE_WLH_M
@@ -57,6 +64,7 @@ class LidarGeometricConfig:
         cluster_cell_m: cell size of the bird's-eye grid whose connected components are clusters.
         cluster_link_per_m: cells are linked across gaps up to this fraction of their range (the
             spacing of returns grows with range), and always to their 8 neighbours.
+        cluster_link_min_m: ... and at least across gaps this wide.
         min_points: clusters with fewer points are dropped.
         angle_step_deg: heading resolution of the L-shape search.
         max_class_cost: clusters whose best size cost exceeds this are not objects (the cost is a
@@ -68,6 +76,10 @@ class LidarGeometricConfig:
         points_scale: the point-count score term is ``1 - exp(-points / points_scale)``.
         edge_tolerance_m: a point within this of the rectangle's outline counts as on an edge.
         complete_to_typical_size: grow each box to its class's typical footprint away from the sensor.
+        velocity_sweep_age_s: velocity from the displacement of each object since the earlier sweep
+            closest to this age (within half of it); 0 or no such sweep: velocity unknown (NaN).
+        max_speed_mps: objects are matched across the two sweeps only within this speed.
+        heading_from_motion_mps: above this speed, the heading is the one along the velocity.
     """
 
     num_sweeps: int = 1
@@ -80,6 +92,7 @@ class LidarGeometricConfig:
     max_object_height_m: float = 4.5
     cluster_cell_m: float = 0.3
     cluster_link_per_m: float = 0.016
+    cluster_link_min_m: float = 0.3
     min_points: int = 5
     angle_step_deg: float = 1.0
     max_class_cost: float = 12.0
@@ -88,6 +101,9 @@ class LidarGeometricConfig:
     points_scale: float = 20.0
     edge_tolerance_m: float = 0.15
     complete_to_typical_size: bool = True
+    velocity_sweep_age_s: float = 0.3
+    max_speed_mps: float = 20.0
+    heading_from_motion_mps: float = 1.0
 
     def __post_init__(self) -> None:
         if self.num_sweeps < 1:
@@ -105,10 +121,20 @@ class LidarGeometricConfig:
             "thin_extent_m",
             "points_scale",
             "edge_tolerance_m",
+            "max_speed_mps",
         )
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be > 0, got {getattr(self, key)}")
+        for key in (
+            "cluster_link_per_m",
+            "cluster_link_min_m",
+            "velocity_sweep_age_s",
+            "heading_from_motion_mps",
+            "ground_max_offset_m",
+        ):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
         if not 0 < self.angle_step_deg <= 45:
             raise ValueError("angle_step_deg: must be in (0, 45]")
 
@@ -157,10 +183,10 @@ def estimate_ground(
     first = np.flatnonzero(np.r_[True, flat[order][1:] != flat[order][:-1]])
     lowest = points_ego[order[first]]
     occupied = flat[order[first]]
-    centers, lowest_z = lowest[:, :2], lowest[:, 2]
+    lowest_xy, lowest_z = lowest[:, :2], lowest[:, 2]
 
     plane = np.array([0.0, 0.0, float(np.median(lowest_z)) if len(lowest_z) else 0.0])
-    design = np.column_stack([centers, np.ones(len(centers))])
+    design = np.column_stack([lowest_xy, np.ones(len(lowest_xy))])
     # Trimmed least squares: object cells (lowest point on a car's underside, a wall's top)
     # sit above the plane and drop out as the inlier band tightens.
     for band_m in (0.5, 0.3, 0.2, 0.15):
@@ -210,13 +236,18 @@ def _link_cells(cell_i, cell_j, radius_cells, index_grid):  # pragma: no cover -
 
 
 def cluster_labels(
-    xy_m: np.ndarray, max_range_m: float, cell_m: float, link_per_m: float = 0.016
+    xy_m: np.ndarray,
+    max_range_m: float,
+    cell_m: float,
+    link_per_m: float = 0.016,
+    link_min_m: float = 0.0,
 ) -> np.ndarray:
     """(P,) cluster index of each (P, 2) ego-frame point.
 
     Occupied cells of a bird's-eye grid are linked to the occupied cells within
-    ``max(cell_m, range * link_per_m)`` (rounded up to whole cells, at least the 8-neighbourhood):
-    the gap between consecutive returns on a surface grows linearly with range.
+    ``max(cell_m, link_min_m, range * link_per_m)`` (rounded up to whole cells, at least the
+    8-neighbourhood): the gap between consecutive returns on a surface grows linearly with range,
+    and more on surfaces seen at a grazing angle.
     """
     n = int(math.ceil(2 * max_range_m / cell_m))
     ij = np.clip(np.floor((xy_m + max_range_m) / cell_m).astype(np.int64), 0, n - 1)
@@ -224,7 +255,9 @@ def cluster_labels(
     cells, point_cell = np.unique(flat, return_inverse=True)
     cell_i, cell_j = cells // n, cells % n
     center_xy = (np.stack([cell_i, cell_j], axis=1) + 0.5) * cell_m - max_range_m
-    link_m = np.maximum(cell_m, np.hypot(center_xy[:, 0], center_xy[:, 1]) * link_per_m)
+    link_m = np.maximum(
+        max(cell_m, link_min_m), np.hypot(center_xy[:, 0], center_xy[:, 1]) * link_per_m
+    )
     radius_cells = np.ceil(link_m / cell_m - 1e-9).astype(np.int64)
     index_grid = np.full((n, n), -1, dtype=np.int64)
     index_grid[cell_i, cell_j] = np.arange(len(cells))
@@ -351,13 +384,23 @@ def detect_boxes_ego(
         sensor_xy_m: (2,) LiDAR position in the ego frame: the side of each object facing it is the
             seen side, so boxes grow away from it.
     """
+    return _detect_clusters(points_ego, config, sensor_xy_m)[0]
+
+
+_NO_CLUSTERS = np.zeros(0, dtype=np.int64)
+
+
+def _detect_clusters(
+    points_ego: np.ndarray, config: LidarGeometricConfig, sensor_xy_m: np.ndarray
+) -> tuple[Boxes3D, np.ndarray]:
+    """``detect_boxes_ego`` plus the cluster each box came from (a runner-up shares its cluster)."""
     xy = points_ego[:, :2]
     keep = (np.hypot(xy[:, 0], xy[:, 1]) < config.max_range_m) & ~(
         (np.abs(xy[:, 0]) < config.ego_half_length_m) & (np.abs(xy[:, 1]) < config.ego_half_width_m)
     )
     points = points_ego[keep]
     if len(points) == 0:
-        return Boxes3D.empty("ego")
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
     ground = estimate_ground(
         points, config.max_range_m, config.ground_cell_m, config.ground_max_offset_m
     )
@@ -365,16 +408,20 @@ def detect_boxes_ego(
     obstacle = (height > config.ground_clearance_m) & (height < config.max_object_height_m)
     points, height = points[obstacle], height[obstacle]
     if len(points) < config.min_points:
-        return Boxes3D.empty("ego")
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
 
     labels = cluster_labels(
-        points[:, :2], config.max_range_m, config.cluster_cell_m, config.cluster_link_per_m
+        points[:, :2],
+        config.max_range_m,
+        config.cluster_cell_m,
+        config.cluster_link_per_m,
+        config.cluster_link_min_m,
     )
     counts = np.bincount(labels)
     big = counts[labels] >= config.min_points
     points, height, labels = points[big], height[big], labels[big]
     if len(points) == 0:
-        return Boxes3D.empty("ego")
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
     cluster_ids, rects, order = fit_rectangles(
         points[:, :2], labels, config.angle_step_deg, config.edge_tolerance_m
     )
@@ -419,7 +466,7 @@ def detect_boxes_ego(
         [np.ones(first.sum()), np.exp(-0.5 * (second_cost - best_cost)[second])]
     )
     if len(cluster) == 0:
-        return Boxes3D.empty("ego")
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
     hypothesis = class_hypothesis[cluster, label]
     cand_cost = class_cost[cluster, label]
     length_m = length_h[cluster, hypothesis]
@@ -456,7 +503,7 @@ def detect_boxes_ego(
         * (0.5 + 0.5 * edge_share)
         * relative
     )
-    return Boxes3D(
+    boxes = Boxes3D(
         center_m=np.column_stack([center_xy, ground_z + top_height / 2]),
         size_wlh_m=np.column_stack([width_m, length_m, top_height]),
         yaw_rad=yaw,
@@ -464,6 +511,42 @@ def detect_boxes_ego(
         score=score,
         frame="ego",
     )
+    return boxes, cluster
+
+
+def box_velocities(
+    boxes_now: Boxes3D,
+    clusters_now: np.ndarray,
+    boxes_before: Boxes3D,
+    clusters_before: np.ndarray,
+    dt_s: float,
+    max_speed_mps: float,
+) -> np.ndarray:
+    """(N, 2) velocity of each box from its cluster's displacement since an earlier sweep.
+
+    Clusters are matched one-to-one (Hungarian, on the distance between their best boxes' centres)
+    within ``max_speed_mps * dt_s``; both box sets must be in one world-fixed frame. Unmatched
+    clusters get NaN.
+    """
+    velocity = np.full((len(boxes_now), 2), np.nan)
+    if len(boxes_now) == 0 or len(boxes_before) == 0:
+        return velocity
+    ids_now, first_now = np.unique(clusters_now, return_index=True)
+    ids_before, first_before = np.unique(clusters_before, return_index=True)
+    # Boxes are ordered best class first, so a cluster's first box is its best one.
+    xy_now = boxes_now.center_m[first_now, :2]
+    xy_before = boxes_before.center_m[first_before, :2]
+    dist = np.linalg.norm(xy_now[:, None, :] - xy_before[None, :, :], axis=2)
+    gate = max_speed_mps * dt_s
+    rows, cols = linear_sum_assignment(np.where(dist <= gate, dist, 1e6))
+    ok = dist[rows, cols] <= gate
+    cluster_velocity = np.full((len(ids_now), 2), np.nan)
+    cluster_velocity[rows[ok]] = (xy_now[rows[ok]] - xy_before[cols[ok]]) / dt_s
+    return cluster_velocity[np.searchsorted(ids_now, clusters_now)]
+
+
+#: Classes that do not move: their heading is never flipped to follow a (noise) velocity.
+_STATIC_CLASSES = np.array([CLASS_INDEX["barrier"], CLASS_INDEX["traffic_cone"]])
 
 
 class LidarGeometricDetector(Detector):
@@ -477,11 +560,49 @@ class LidarGeometricDetector(Detector):
 
     def detect_frame(self, frame: Frame) -> Boxes3D:
         """Global-frame boxes of one keyframe."""
-        points_ego, _ = keyframe_points_ego(frame, self.config.num_sweeps)
+        config = self.config
+        points_ego, _ = keyframe_points_ego(frame, config.num_sweeps)
         ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
-        sensor_xy_m = ego_SE3_lidar.translation[:2]
-        boxes_ego = detect_boxes_ego(points_ego, self.config, sensor_xy_m)
-        return boxes_ego.transform(frame.global_SE3_ego, "global", from_frame="ego")
+        boxes, clusters = _detect_clusters(points_ego, config, ego_SE3_lidar.translation[:2])
+        earlier = self._velocity_sweep(frame)
+        if earlier is not None and len(boxes):
+            ego_SE3_global = frame.global_SE3_ego.inverse()
+            sweep_ego_SE3_lidar = earlier.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+            key_ego_SE3_sweep_lidar = ego_SE3_global.compose(earlier.global_SE3_ego).compose(
+                sweep_ego_SE3_lidar
+            )
+            points_before = key_ego_SE3_sweep_lidar.transform_points(
+                load_lidar_points(earlier)[:, :3].astype(np.float64)
+            )
+            boxes_before, clusters_before = _detect_clusters(
+                points_before, config, key_ego_SE3_sweep_lidar.translation[:2]
+            )
+            dt_s = (frame.timestamp_us - earlier.timestamp_us) * 1e-6
+            velocity = box_velocities(
+                boxes, clusters, boxes_before, clusters_before, dt_s, config.max_speed_mps
+            )
+            boxes.velocity_mps = velocity
+            # A moving object heads where it goes: settle the pi ambiguity of its heading.
+            speed = np.hypot(velocity[:, 0], velocity[:, 1])
+            along = np.cos(boxes.yaw_rad) * velocity[:, 0] + np.sin(boxes.yaw_rad) * velocity[:, 1]
+            flip = (
+                (np.nan_to_num(speed) > config.heading_from_motion_mps)
+                & (along < 0)
+                & ~np.isin(boxes.label, _STATIC_CLASSES)
+            )
+            boxes.yaw_rad = np.where(flip, wrap_angle(boxes.yaw_rad + np.pi), boxes.yaw_rad)
+        return boxes.transform(frame.global_SE3_ego, "global", from_frame="ego")
+
+    def _velocity_sweep(self, frame: Frame) -> LidarSweep | None:
+        """The earlier sweep closest to ``velocity_sweep_age_s`` old (within half of it), if any."""
+        target_s = self.config.velocity_sweep_age_s
+        if target_s <= 0 or not frame.sweeps:
+            return None
+        ages_s = np.array([(frame.timestamp_us - s.timestamp_us) * 1e-6 for s in frame.sweeps])
+        k = int(np.argmin(np.abs(ages_s - target_s)))
+        if ages_s[k] <= 0 or abs(ages_s[k] - target_s) > 0.5 * target_s:
+            return None
+        return frame.sweeps[k]
 
     def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:
         return [self.detect_frame(frame) for frame in frames]

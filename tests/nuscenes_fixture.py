@@ -41,6 +41,7 @@ class Layout:
     sweeps_before_first: int = 2
     points_per_sweep: int = 300
     image_size: tuple[int, int] = (320, 180)
+    extra_cars: int = 0  # more moving cars, for benchmarks
 
 
 T4_LAYOUT = Layout(
@@ -306,13 +307,17 @@ def write_dataset(root: Path, layout: Layout | None = None, seed: int = 0) -> Wr
             ),  # fmt: skip
         ]
         sizes = {0: [1.9, 4.6, 1.6], 1: [0.7, 0.6, 1.8], 2: [2.0, 5.0, 1.7], 3: [2.5, 0.4, 1.0]}
+        for extra in range(layout.extra_cars):
+            start = np.array([rng.uniform(-60, 60), rng.uniform(-60, 60), 0.9])
+            objects.append((4 + extra, range(layout.n_keyframes), start, rng.normal(0, 4, 3) * [1, 1, 0]))  # fmt: skip
+            sizes[4 + extra] = [1.9, 4.5, 1.6]
         for obj, frames_present, start, vel in objects:
             inst_token = token("inst", sc, obj)
             ann_tokens = [token("ann", sc, obj, k) for k in frames_present]
             tables["instance"].append(
                 {
                     "token": inst_token,
-                    "category_token": token("cat", cat_names[obj]),
+                    "category_token": token("cat", cat_names[obj if obj < 4 else 0]),
                     "nbr_annotations": len(ann_tokens),
                     "first_annotation_token": ann_tokens[0],
                     "last_annotation_token": ann_tokens[-1],
@@ -323,7 +328,7 @@ def write_dataset(root: Path, layout: Layout | None = None, seed: int = 0) -> Wr
             for n, k in enumerate(frames_present):
                 t_s = k * period_us * 1e-6
                 pos = np.asarray(base_trans) + start + vel * t_s
-                attr = ["vehicle.moving"] if obj in (0, 2) else (["pedestrian.moving"] if obj == 1 else [])  # fmt: skip
+                attr = ["pedestrian.moving"] if obj == 1 else ([] if obj == 3 else ["vehicle.moving"])  # fmt: skip
                 vis = vis_tokens[(obj + k) % 4]
                 if layout.t4_visibility and obj == 1 and k == 1:
                     vis = ""  # T4 writes an empty token where no visibility was annotated

@@ -150,3 +150,28 @@ def test_bad_lidar_file_is_named(tmp_path):
     np.zeros(7, dtype=np.float32).tofile(path)
     with pytest.raises(DatasetError, match="broken.pcd.bin"):
         load_lidar_points(path)
+
+
+def test_velocity_and_heading_from_an_earlier_sweep(tmp_path):
+    pose = SE3(rotation_from_yaw(0.4), np.array([50.0, -20.0, 0.0]))
+    # A car driving backwards in the ego frame (heading pi) at 10 m/s, seen now and 0.3 s before,
+    # and a parked car that does not move.
+    rows_now = [("car", 10.0, 7.0, np.pi, 1.9, 4.5, 1.6), ("car", -10.0, -6.0, 0.2, 1.9, 4.6, 1.5)]
+    rows_before = [
+        ("car", 13.0, 7.0, np.pi, 1.9, 4.5, 1.6),
+        ("car", -10.0, -6.0, 0.2, 1.9, 4.6, 1.5),
+    ]
+    before = make_frame(tmp_path, box_set(rows_before), token="before", global_SE3_ego=pose)
+    frame = make_frame(tmp_path, box_set(rows_now), token="now", global_SE3_ego=pose)
+    frame.sweeps = [LidarSweep(before.lidar.path, pose, frame.timestamp_us - 300_000)]
+    boxes = LidarGeometricDetector().detect_frames([frame])[0]
+    best = boxes[np.argsort(-boxes.score)[:2]]
+    ego = best.transform(pose.inverse(), "ego", from_frame="global")
+    moving = int(np.argmax(ego.center_m[:, 0]))
+    # 10 m/s towards -x (ego), expressed in the global frame by the transform.
+    np.testing.assert_allclose(ego.velocity_mps[moving], [-10.0, 0.0], atol=0.5)
+    assert abs(wrap_angle(ego.yaw_rad[moving] - np.pi)) < np.deg2rad(3)
+    np.testing.assert_allclose(ego.velocity_mps[1 - moving], [0.0, 0.0], atol=0.2)
+    # Without an earlier sweep the velocity is unknown.
+    frame.sweeps = []
+    assert np.isnan(LidarGeometricDetector().detect_frames([frame])[0].velocity_mps).all()

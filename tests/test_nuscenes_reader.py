@@ -152,7 +152,7 @@ def test_aggregate_sweeps_equals_devkit_multisweep(nuscenes_ds, n_sweeps):
         )
         assert points.shape == (pc.points.shape[1], 5)
         np.testing.assert_allclose(points[:, :4], pc.points.T, atol=2e-5)
-        np.testing.assert_allclose(lag_s, times[0], atol=1e-9)
+        np.testing.assert_allclose(lag_s, times[0], atol=1e-6)  # devkit: float64 seconds since 1970
         assert (lag_s >= 0).all()
     # frame 2 has 2 + 3 + 3 earlier sweeps in the files; asking for more returns what exists.
     n_expected = min(n_sweeps, 1 + 2 + 2 * 4)
@@ -280,3 +280,27 @@ def test_error_unknown_scene_and_bad_lidar_file(small_ds):
     shutil.rmtree(frame.lidar.path.parent)
     with pytest.raises(FileNotFoundError, match=str(frame.lidar.path)):
         aggregate_sweeps(frame, 1)
+
+
+def test_cli_lists_clips(t4_ds):
+    from typer.testing import CliRunner
+
+    from autolabel.cli import app
+
+    written, _ = t4_ds
+    result = CliRunner().invoke(app, ["clips", str(written.root), "--version", "annotation"])
+    assert result.exit_code == 0, result.output
+    (line,) = result.stdout.strip().splitlines()
+    assert line.startswith(written.scene_names[0] + "\tkeyframes=4\tduration_s=1.5")
+    assert "lidar=LIDAR_CONCAT" in line and "annotations=8" in line
+    bad = CliRunner().invoke(app, ["clips", str(written.root), "--version", "v1.0-mini"])
+    assert bad.exit_code == 1 and "table folders found" in bad.output
+
+
+def test_error_record_of_the_wrong_shape(small_ds):
+    table = small_ds.root / "v1.0-mini" / "sample_annotation.json"
+    records = json.loads(table.read_text())
+    records[0]["instance_token"] = ["not", "a", "token"]
+    table.write_text(json.dumps(records))
+    with pytest.raises(DatasetError, match=r"v1.0-mini: malformed tables \(TypeError"):
+        open_dataset(small_ds.root, "v1.0-mini")

@@ -185,3 +185,65 @@ def test_regions_from_set_of_mark_views_give_the_same_records(scene):
     a = generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(), TEMPLATES)
     b = generate_clip_qa(scene.attrs, regrouped, scene.meta, QAConfig(), TEMPLATES)
     assert dumps_qa_jsonl(a) == dumps_qa_jsonl(b)
+
+
+def test_no_regions_no_questions(scene):
+    assert generate_clip_qa(scene.attrs, [], scene.meta, QAConfig(), TEMPLATES) == []
+
+
+def test_clip_meta_from_clip_has_relative_paths(tmp_path):
+    from autolabel.clip import CameraImage, Clip, Frame, LidarSweep
+    from autolabel.qa import ClipQAMeta
+    from calib.rig import load_rig
+    from calib.se3 import SE3
+
+    rig = load_rig("nuscenes")
+    frames = []
+    for i in range(3):
+        pose = SE3(np.eye(3), np.array([float(i), 0.0, 0.0]))
+        cams = {
+            c.channel: CameraImage(
+                tmp_path / "samples" / c.channel / f"{i}.jpg", c, pose, i * 500_000
+            )
+            for c in rig.cameras
+        }
+        lidar = LidarSweep(tmp_path / "samples" / "LIDAR_TOP" / f"{i}.bin", pose, i * 500_000)
+        frames.append(Frame(f"tok{i}", i, i * 500_000, i * 0.5, pose, lidar, rig.lidar, cams))
+    clip = Clip("scene-x", "st", "log", frames, dataroot=tmp_path)
+    meta = ClipQAMeta.from_clip(clip)
+    assert meta.channels == tuple(c.channel for c in rig.cameras)
+    assert meta.image_paths["CAM_BACK"][2] == "samples/CAM_BACK/2.jpg"
+    assert meta.frame_token == ("tok0", "tok1", "tok2")
+    assert np.allclose(meta.frame_time_s, [0.0, 0.5, 1.0])
+
+
+def test_same_bytes_across_processes(scene):
+    """No dependence on Python's per-process string hashing (seeds come from CRC32)."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, sys\n"
+        "from autolabel.qa import QAConfig, generate_clip_qa\n"
+        "from autolabel.qa.generate import dumps_qa_jsonl\n"
+        "from autolabel.qa.scenes import constant_velocity_scene\n"
+        "s = constant_velocity_scene(n_objects=30, seed=3)\n"
+        "recs = generate_clip_qa(s.attrs, s.regions, s.meta, QAConfig(seed=7))\n"
+        "sys.stdout.write(hashlib.sha256(dumps_qa_jsonl(recs).encode()).hexdigest())\n"
+    )
+    here = dumps_qa_jsonl(
+        generate_clip_qa(scene.attrs, scene.regions, scene.meta, QAConfig(seed=7), TEMPLATES)
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == hashlib.sha256(here.encode()).hexdigest()

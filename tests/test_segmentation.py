@@ -315,6 +315,35 @@ def test_sam2_random_weights_batched_masks_scores_and_rle(sam2_random, ellipse_s
     assert rle_area_px(rles).tolist() == result.masks.sum(axis=(1, 2)).tolist()
 
 
+def test_sam2_builds_from_a_checkpoint_path(sam2_random, tmp_path):
+    """The user path: get_segmenter('sam2', checkpoint + config) loads the weights from disk."""
+    import torch
+
+    checkpoint = tmp_path / "sam2_random_tiny.pt"
+    torch.save({"model": sam2_random.model.state_dict()}, checkpoint)
+    segmenter = get_segmenter(
+        "sam2",
+        {
+            "checkpoint_path": str(checkpoint),
+            "model_config": "configs/sam2.1/sam2.1_hiera_t.yaml",
+            "device": "cpu",
+        },
+    )
+    assert segmenter.device == "cpu"
+    loaded = segmenter.model.state_dict()
+    for name, tensor in sam2_random.model.state_dict().items():
+        assert torch.equal(loaded[name], tensor), name
+    with pytest.raises(SegmenterUnavailable, match="could not build model_config"):
+        get_segmenter(
+            "sam2",
+            {
+                "checkpoint_path": str(checkpoint),
+                "model_config": "configs/sam2.1/sam2.1_hiera_tiny.yaml",  # no such config
+                "device": "cpu",
+            },
+        )
+
+
 def test_sam2_no_boxes(sam2_random, ellipse_scene):
     image, _, _ = ellipse_scene
     empty = sam2_random.segment(image, np.zeros((0, 4)))

@@ -84,10 +84,10 @@ class Candidates:
         return len(self.keyframe_pos)
 
 
-def _make(kpos, regions, horizon=None, cameras=None, k: int | None = None) -> Candidates:
+def _make(kpos, regions, horizon=None, cameras=None, *, k: int) -> Candidates:
     kpos = np.asarray(kpos, dtype=np.int64).reshape(-1)
     n = len(kpos)
-    regions = np.asarray(regions, dtype=np.int64).reshape(n, -1 if k is None else k)
+    regions = np.asarray(regions, dtype=np.int64).reshape(n, k)
     horizon = np.zeros(n) if horizon is None else np.asarray(horizon, dtype=np.float64)
     cams = np.full((n, 2), -1, dtype=np.int64)
     if cameras is not None:
@@ -108,7 +108,7 @@ def _ego(cr: ClipRegions, params: Mapping[str, Any], horizons, rng) -> Candidate
 def _region(cr: ClipRegions, params, horizons, rng) -> Candidates:
     m = np.arange(len(cr))
     cams = np.stack([cr.primary_camera, np.full(len(cr), -1)], 1)
-    return _make(cr.keyframe_pos, m[:, None], cameras=cams)
+    return _make(cr.keyframe_pos, m[:, None], cameras=cams, k=1)
 
 
 def _region_horizon(cr: ClipRegions, params, horizons, rng) -> Candidates:
@@ -116,7 +116,7 @@ def _region_horizon(cr: ClipRegions, params, horizons, rng) -> Candidates:
     h = np.asarray(horizons, dtype=np.float64)
     m = np.repeat(np.arange(len(cr)), len(h))
     cams = np.stack([cr.primary_camera[m], np.full(len(m), -1)], 1)
-    return _make(cr.keyframe_pos[m], m[:, None], np.tile(h, len(cr)), cams)
+    return _make(cr.keyframe_pos[m], m[:, None], np.tile(h, len(cr)), cams, k=1)
 
 
 def _pairs(cr: ClipRegions, same_camera: bool) -> Candidates:
@@ -163,7 +163,7 @@ def _region_camera_pair(cr: ClipRegions, params, horizons, rng) -> Candidates:
     nxt = (cam + 1) % c  # the rig's cameras are listed around the car, so neighbours overlap
     keep = cr.visible[m, cam] | cr.visible[m, nxt]
     m, cam, nxt = m[keep], cam[keep], nxt[keep]
-    return _make(cr.keyframe_pos[m], m[:, None], cameras=np.stack([cam, nxt], 1))
+    return _make(cr.keyframe_pos[m], m[:, None], cameras=np.stack([cam, nxt], 1), k=1)
 
 
 def _ranked_set(cr: ClipRegions, params, horizons, rng) -> Candidates:

@@ -176,7 +176,7 @@ class _ClipChecker:
                 return None
             if reg["role"] != ROLES[i]:
                 self.bad(rec, f"{where}.role", f"expected {ROLES[i]}, got {reg['role']!r}")
-            row = int(self.attrs.row_of(np.array([kf]), np.array([int(reg["track_id"])]))[0])
+            row = self._row(kf, reg["track_id"])
             if row < 0:
                 self.bad(
                     rec,
@@ -507,7 +507,28 @@ class _ClipChecker:
             if got != want:
                 self.bad(rec, name, f"expected {want!r}, got {got!r}")
 
+    def _lookup_rows(self) -> None:
+        """Attribute row of every (keyframe, track) the records name, in one vectorized lookup."""
+        keys = []
+        for rec in self.records:
+            try:
+                kf = int(rec["keyframe"]["frame_index"])
+                keys += [(kf, int(reg["track_id"])) for reg in rec["regions"]]
+            except (KeyError, TypeError, ValueError):
+                continue
+        keys = sorted(set(keys))
+        arr = np.array(keys, dtype=np.int64).reshape(-1, 2)
+        rows = self.attrs.row_of(arr[:, 0], arr[:, 1]) if len(arr) else np.zeros(0, np.int64)
+        self._rows = {k: int(r) for k, r in zip(keys, rows, strict=True)}
+
+    def _row(self, kf: Any, track_id: Any) -> int:
+        try:
+            return self._rows.get((int(kf), int(track_id)), -1)
+        except (TypeError, ValueError):
+            return -1
+
     def run(self) -> list[Mismatch]:
+        self._lookup_rows()
         batches: dict[str, list[tuple[Mapping[str, Any], np.ndarray]]] = defaultdict(list)
         for rec in self.records:
             if not isinstance(rec, Mapping):

@@ -208,20 +208,17 @@ class _ClipGenerator:
         return out
 
     def run(self) -> list[dict[str, Any]]:
+        if len(self.table) == 0:
+            return []
         computed = self._candidates()
-        units: list[tuple[str, list[QuestionType]]] = []
+        # A unit is sampled together: one type, or the types of a group (one region, all horizons).
+        units: dict[str, list[QuestionType]] = {}
         for qt in self.types:
-            name = qt.group or qt.id
-            if units and units[-1][0] == name:
-                units[-1][1].append(qt)
-            elif any(u[0] == name for u in units):
-                next(u for u in units if u[0] == name)[1].append(qt)
-            else:
-                units.append((name, [qt]))
+            units.setdefault(qt.group or qt.id, []).append(qt)
         records: list[dict[str, Any]] = []
         for kpos, kf in enumerate(self.table.keyframes):
             seq = [0]
-            for name, qts in units:
+            for name, qts in units.items():
                 rng = np.random.default_rng(
                     stable_seed(self.config.seed, self.meta.clip, int(kf), name)
                 )

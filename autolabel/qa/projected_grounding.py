@@ -2,7 +2,7 @@
 
 For runs without a segmenter, for tests and for benchmarks: the 2D box of a view is the clipped
 projection of the object's 3D box (the same projected box the visibility filter compares with the
-mask) and the mask is the convex hull of the projected corners, as COCO RLE. An object counts as
+mask) and the mask fills that box, as COCO RLE. An object counts as
 visible in a camera at a frame when at least ``min_in_image`` of its projected box lies inside the
 image, the box covers at least ``min_box_px`` pixels and the object is within ``max_distance_m``.
 There is no occlusion test here: real runs take visibility from ``autolabel.visibility``.
@@ -25,7 +25,7 @@ from autolabel.boxes import CORNER_SIGNS
 from autolabel.qa.grounding import KeyframeRegions
 from autolabel.sensors import CameraCalibration
 from autolabel.set_of_mark import assign_region_ids
-from calib.projection import NEAR_PLANE_M, box_2d_from_corners, clip_boxes_2d, in_image_fraction
+from calib.projection import box_2d_from_corners, clip_boxes_2d, in_image_fraction
 
 
 @dataclass(frozen=True)
@@ -84,43 +84,15 @@ def projected_boxes(
     return boxes, frac
 
 
-def project_rows(
-    attrs: ObjectAttributes, rows: np.ndarray, camera: CameraCalibration
-) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Project attribute rows' boxes into one camera.
-
-    Returns:
-        boxes: (N, 4) clipped boxes ``[u_min, v_min, u_max, v_max]`` px (NaN where nothing shows);
-        in_image: (N,) fraction of the unclipped box inside the image;
-        hulls: N (P, 2) convex-hull polygons of the projected corners in front of the camera.
-    """
-    import cv2
-
-    boxes, frac, pts = _project(attrs, np.asarray(rows, dtype=np.int64), camera)
-    hulls = []
-    depth = pts[..., 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        uv = (pts @ camera.intrinsic.T)[..., :2] / pts[..., 2:3]
-    for i in range(len(rows)):
-        front = depth[i] > NEAR_PLANE_M
-        if front.sum() >= 3 and np.all(np.isfinite(boxes[i])):
-            p = uv[i][front].astype(np.float32)
-            p[:, 0] = np.clip(p[:, 0], 0, camera.width_px)
-            p[:, 1] = np.clip(p[:, 1], 0, camera.height_px)
-            hulls.append(cv2.convexHull(p).reshape(-1, 2).astype(np.float64))
-        else:
-            hulls.append(np.zeros((0, 2)))
-    return boxes, frac, hulls
-
-
-def _rle(hull: np.ndarray, box: np.ndarray, width: int, height: int) -> dict:
-    poly = (
-        hull
-        if len(hull) >= 3
-        else np.array([[box[0], box[1]], [box[2], box[1]], [box[2], box[3]], [box[0], box[3]]])
-    )
-    rle = mask_utils.merge(mask_utils.frPyObjects([poly.ravel().tolist()], height, width))
-    return {"size": [int(height), int(width)], "counts": rle["counts"].decode("ascii")}
+def box_rles(boxes_px: np.ndarray, width_px: int, height_px: int) -> list[dict]:
+    """COCO RLE masks filling (N, 4) ``[u_min, v_min, u_max, v_max]`` boxes (one C call)."""
+    b = np.asarray(boxes_px, dtype=np.float64).reshape(-1, 4)
+    if len(b) == 0:
+        return []
+    xywh = np.stack([b[:, 0], b[:, 1], b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], axis=1)
+    rles = mask_utils.frPyObjects(xywh, int(height_px), int(width_px))
+    size = [int(height_px), int(width_px)]
+    return [{"size": size, "counts": r["counts"].decode("ascii")} for r in rles]
 
 
 def regions_from_projection(
@@ -161,35 +133,33 @@ def regions_from_projection(
         )
         region_id = ids.row_region_id.astype(np.int64)
         v_reg, v_cam, v_frame, v_box, v_rle, v_vis = [], [], [], [], [], []
-        for f in frames:
-            rows = attrs.row_of(np.full(len(tracks), f), tracks)
-            present = np.flatnonzero(rows >= 0)
-            if len(present) == 0:
-                continue
-            for cam in cameras:
-                boxes, frac, hulls = project_rows(attrs, rows[present], cam)
-                area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-                vis = (frac >= cfg.min_in_image) & (np.nan_to_num(area) >= cfg.min_box_px)
-                shown = np.flatnonzero(np.all(np.isfinite(boxes), axis=1))
-                for j in shown:
-                    v_reg.append(present[j])
-                    v_cam.append(cam.channel)
-                    v_frame.append(f)
-                    v_box.append(boxes[j])
-                    v_rle.append(_rle(hulls[j], boxes[j], cam.width_px, cam.height_px))
-                    v_vis.append(bool(vis[j]))
+        frame_arr = np.repeat(np.asarray(frames, dtype=np.int64), len(tracks))
+        track_row = np.tile(np.arange(len(tracks)), len(frames))
+        rows = attrs.row_of(frame_arr, tracks[track_row])
+        present = np.flatnonzero(rows >= 0)
+        for cam in cameras:
+            boxes, frac = projected_boxes(attrs, rows[present], cam)
+            area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+            vis = (frac >= cfg.min_in_image) & (np.nan_to_num(area) >= cfg.min_box_px)
+            shown = np.flatnonzero(np.all(np.isfinite(boxes), axis=1))
+            v_reg.append(track_row[present[shown]])
+            v_cam.append(np.full(len(shown), cam.channel, dtype=object))
+            v_frame.append(frame_arr[present[shown]])
+            v_box.append(boxes[shown])
+            v_rle += box_rles(boxes[shown], cam.width_px, cam.height_px)
+            v_vis.append(vis[shown])
         out.append(
             KeyframeRegions(
                 keyframe_index=int(kf),
                 region_id=region_id,
                 track_id=tracks,
                 label=np.asarray(attrs.label)[attrs.row_of(np.full(len(tracks), kf), tracks)],
-                view_region=np.asarray(v_reg, dtype=np.int64),
-                view_camera=np.asarray(v_cam, dtype=object),
-                view_frame_index=np.asarray(v_frame, dtype=np.int64),
-                view_box_px=np.asarray(v_box, dtype=np.float64).reshape(-1, 4),
+                view_region=np.concatenate(v_reg),
+                view_camera=np.concatenate(v_cam),
+                view_frame_index=np.concatenate(v_frame),
+                view_box_px=np.concatenate(v_box),
                 view_mask_rle=v_rle,
-                view_visible=np.asarray(v_vis, dtype=bool),
+                view_visible=np.concatenate(v_vis),
             )
         )
     return out

@@ -183,6 +183,13 @@ class LidarSeededSegmenter:
         n = len(boxes)
         if seeds is None:
             seeds = [np.zeros((0, 2))] * n
+        depth_m = None
+        if prompts and prompts.get("depth_m") is not None:
+            depth_m = np.asarray(prompts["depth_m"], dtype=np.float64).reshape(-1)
+            if len(depth_m) != n:
+                raise ValueError(
+                    f"segment: prompts['depth_m'] has {len(depth_m)} values for {n} boxes"
+                )
         masks = np.zeros((n, height_px, width_px), dtype=bool)
         features = np.zeros((n, len(SCORE_FEATURE_NAMES)))
         if n == 0:
@@ -205,12 +212,7 @@ class LidarSeededSegmenter:
             u0, v0, u1, v1 = roi
             masks[i, v0:v1, u0:u1] = mask_roi
             features[i] = feats
-        if self.config.resolve_overlaps and prompts and prompts.get("depth_m") is not None:
-            depth_m = np.asarray(prompts["depth_m"], dtype=np.float64).reshape(-1)
-            if len(depth_m) != n:
-                raise ValueError(
-                    f"segment: prompts['depth_m'] has {len(depth_m)} values for {n} boxes"
-                )
+        if depth_m is not None and self.config.resolve_overlaps:
             area_before = masks.sum(axis=(1, 2))
             claimed = np.zeros((height_px, width_px), dtype=bool)
             for i in np.argsort(depth_m, kind="stable"):
