@@ -98,7 +98,9 @@ class AnswerSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in ANSWER_KINDS:
-            raise ValueError(f"AnswerSpec.kind: unknown {self.kind!r} (one of {list(ANSWER_KINDS)})")
+            raise ValueError(
+                f"AnswerSpec.kind: unknown {self.kind!r} (one of {list(ANSWER_KINDS)})"
+            )
         if self.kind == "choice" and not self.letters:
             raise ValueError("AnswerSpec.letters: a choice question needs its option letters")
 
@@ -109,7 +111,9 @@ class AnswerSpec:
             kind=data["kind"],
             letters=tuple(data.get("letters", ())),
             choice_texts=tuple(data.get("choice_texts", ())),
-            choice_region_ids=tuple(tuple(int(x) for x in r) for r in data.get("choice_region_ids", ())),
+            choice_region_ids=tuple(
+                tuple(int(x) for x in r) for r in data.get("choice_region_ids", ())
+            ),
             region_ids=tuple(int(x) for x in data.get("region_ids", ())),
             subject=data.get("subject"),
             reference=data.get("reference"),
@@ -151,7 +155,9 @@ class NumberMention:
 
 @dataclass
 class _Text:
-    """An answer normalised once: lower-case text with region ids masked, and the region spans."""
+    """An answer normalised once (same length in every form): ``raw`` keeps the case, ``lower``
+    is lower-case, ``masked`` is lower-case with region ids blanked (``raw`` has them blanked
+    too), ``regions`` are the (start, end, id) spans of the region ids."""
 
     raw: str
     lower: str
@@ -197,8 +203,16 @@ _WORD_CLOCK_RE = re.compile(
 # (kind, factor to SI, pattern). Speed before length so that "m/s" is never metres.
 _UNITS: tuple[tuple[str, float, str], ...] = (
     ("clock", 1.0, r"o'?\s*clock\b|oclock\b"),
-    ("speed", 1.0, r"m\s*/\s*s(?:ec(?:ond)?)?\b|mps\b|m\s*s\^?-1\b|(?:meters?|metres?)\s*(?:per|/)\s*s(?:ec(?:ond)?)?\b"),
-    ("speed", 1.0 / 3.6, r"km\s*/\s*h(?:r|our)?\b|kmh\b|kph\b|kmph\b|(?:kilometers?|kilometres?)\s*(?:per|an|/)\s*hour\b"),
+    (
+        "speed",
+        1.0,
+        r"m\s*/\s*s(?:ec(?:ond)?)?\b|mps\b|m\s*s\^?-1\b|(?:meters?|metres?)\s*(?:per|/)\s*s(?:ec(?:ond)?)?\b",
+    ),
+    (
+        "speed",
+        1.0 / 3.6,
+        r"km\s*/\s*h(?:r|our)?\b|kmh\b|kph\b|kmph\b|(?:kilometers?|kilometres?)\s*(?:per|an|/)\s*hour\b",
+    ),
     ("speed", 0.44704, r"mph\b|mi\s*/\s*h\b|miles?\s*(?:per|an|/)\s*hour\b"),
     ("speed", 0.3048, r"ft\s*/\s*s\b|fps\b|(?:feet|foot)\s*(?:per|/)\s*second\b"),
     ("length", 1000.0, r"km\b|kilometers?\b|kilometres?\b|kms\b"),
@@ -214,7 +228,9 @@ _UNITS: tuple[tuple[str, float, str], ...] = (
     ("time", 60.0, r"min(?:ute)?s?\b"),
     ("percent", 1.0, r"%|percent\b"),
 )
-_UNIT_RES = tuple((k, f, re.compile(r"[ \t]*-?[ \t]*(?:" + p + ")", re.IGNORECASE)) for k, f, p in _UNITS)
+_UNIT_RES = tuple(
+    (k, f, re.compile(r"[ \t]*-?[ \t]*(?:" + p + ")", re.IGNORECASE)) for k, f, p in _UNITS
+)
 
 _NUMBER_RE = re.compile(
     r"(?<![\w.])(?P<sign>-|\+|minus\s+|negative\s+|plus\s+)?"
@@ -227,7 +243,8 @@ _SIDE_AFTER_RE = re.compile(
     re.IGNORECASE,
 )
 _SIDE_BEFORE_RE = re.compile(
-    r"\b(left|right|counter-?clockwise|anti-?clockwise|clockwise)\s*(?:by\s+|of\s+)?$", re.IGNORECASE
+    r"\b(left|right|counter-?clockwise|anti-?clockwise|clockwise)\s*(?:by\s+|of\s+)?$",
+    re.IGNORECASE,
 )
 _STATIONARY_RE = re.compile(
     r"\b(?:stationary|not\s+moving|stopped|standing\s+still|at\s+rest|parked|motionless|static)\b",
@@ -247,14 +264,17 @@ def wrap_deg(angle_deg: float) -> float:
 def _prepare(text: str) -> _Text:
     norm = text.translate(_TRANSLATE)
     norm = _WORD_CLOCK_RE.sub(lambda m: f"{_SMALL_NUMBERS[m.group(1).lower()]}{m.group(2)}", norm)
-    lower = norm.lower()
+    # Lower-case character by character so that every position means the same in all forms.
+    lower = "".join(c.lower() if len(c.lower()) == 1 else c for c in norm)
     regions = []
-    chars = list(lower)
+    raw_chars, chars = list(norm), list(lower)
     for m in _REGION_RE.finditer(lower):
         rid = next(g for g in m.groups() if g is not None)
         regions.append((m.start(), m.end(), int(rid)))
-        chars[m.start() : m.end()] = " " * (m.end() - m.start())
-    return _Text(norm, lower, "".join(chars), regions)
+        blank = " " * (m.end() - m.start())
+        chars[m.start() : m.end()] = blank
+        raw_chars[m.start() : m.end()] = blank
+    return _Text("".join(raw_chars), lower, "".join(chars), regions)
 
 
 def _number_mentions(t: _Text) -> list[NumberMention]:
@@ -272,7 +292,7 @@ def _number_mentions(t: _Text) -> list[NumberMention]:
         raw.append((-num if negative else num, bool(sign), start, m.end(), m.end()))
     out: list[NumberMention] = []
     units: list[tuple[str, float, int] | None] = []
-    for value, signed, start, num_end, _ in raw:
+    for _, _, _, num_end, _ in raw:
         unit = None
         for kind, factor, unit_re in _UNIT_RES:
             um = unit_re.match(s, num_end)
@@ -376,11 +396,15 @@ _OPPOSITE = {
     "bigger": "smaller", "smaller": "bigger",
 }  # fmt: skip
 _RELATION_RES = {
-    kind: re.compile("|".join(rf"\b(?P<r{i}>{p})\b" for i, (p, _) in enumerate(pairs)), re.IGNORECASE)
+    kind: re.compile(
+        "|".join(rf"\b(?P<r{i}>{p})\b" for i, (p, _) in enumerate(pairs)), re.IGNORECASE
+    )
     for kind, pairs in _RELATIONS.items()
 }
 _NEGATION_RE = re.compile(r"(?:\bnot|n't|\bnever|\bneither|\bnor)\b[\w\s']{0,12}$", re.IGNORECASE)
-_EGO_RE = re.compile(r"\b(?:ego(?:[\s-]+(?:vehicle|car))?|our\s+(?:vehicle|car)|we|us|me|i)\b", re.IGNORECASE)
+_EGO_RE = re.compile(
+    r"\b(?:ego(?:[\s-]+(?:vehicle|car))?|our\s+(?:vehicle|car)|we|us|me|i)\b", re.IGNORECASE
+)
 # Comparatives that point away from the region named before them ("Region [2] is smaller").
 _LESSER_RE = re.compile(
     r"\b(?:smaller|tinier|lesser|less|shorter|lower|narrower|thinner|farther|further|more\s+distant|"
@@ -390,7 +414,9 @@ _LESSER_RE = re.compile(
 
 
 def _sentence_start(s: str, pos: int) -> int:
-    cut = max(s.rfind(".", 0, pos), s.rfind(";", 0, pos), s.rfind("!", 0, pos), s.rfind("?", 0, pos))
+    cut = max(
+        s.rfind(".", 0, pos), s.rfind(";", 0, pos), s.rfind("!", 0, pos), s.rfind("?", 0, pos)
+    )
     # A decimal point is not a sentence end.
     while cut > 0 and cut + 1 < len(s) and s[cut - 1].isdigit() and s[cut + 1].isdigit():
         cut = max(s.rfind(".", 0, cut), s.rfind(";", 0, cut))
@@ -502,8 +528,8 @@ _ARTICLE_AFTER_RE = re.compile(r"\s+[a-z]")
 
 def _parse_choice(t: _Text, spec: AnswerSpec) -> str | None:
     letters = [x.upper() for x in spec.letters]
-    # Region ids are masked in the text the patterns see, so "Region [3]" is never a letter.
-    text = "".join(" " if m == " " and c != " " else c for c, m in zip(t.raw, t.masked))
+    # Region ids are blanked in the text the patterns see, so "Region [3]" is never a letter.
+    text = t.raw
     for n, pattern in enumerate(_LETTER_PATTERNS):
         for m in pattern.finditer(text):
             group = next(i for i in range(1, (m.lastindex or 1) + 1) if m.group(i))

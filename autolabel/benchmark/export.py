@@ -25,8 +25,10 @@ Files under ``BENCH/``:
 - ``baselines/{oracle,constant,random}.jsonl``: reference answer files (``baselines.py``).
 - ``bench.json``: counts per set, type, class and situation; the source run; the tolerances.
 
-Images are rendered from the dataset's camera images (the clip's ``manifest.json`` names the
-dataroot, or pass ``dataroot``) with :func:`autolabel.set_of_mark.render_marks`. With
+Keyframe images are the pipeline's own Set-of-Mark images (``<clip>/marks/<kf>_<CAMERA>.png``)
+where the run has them; the rest (the target-only context frames, runs without marks) are
+rendered from the dataset's camera images (the clip's ``manifest.json`` names the dataroot, or
+pass ``dataroot``) with :func:`autolabel.set_of_mark.render_marks`. With
 ``images=False`` nothing is rendered and ``images`` lists the dataset-relative source paths.
 Same run and config give the same bytes.
 """
@@ -42,7 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from autolabel.atomic_io import atomic_write_bytes, atomic_write_json, atomic_write_text, canonical_json
+from autolabel.atomic_io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    canonical_json,
+)
 from autolabel.benchmark.baselines import BASELINES, baseline_answers, write_answers
 from autolabel.benchmark.scoring import (
     ANGLE_TOL_DEG,
@@ -198,11 +205,16 @@ def classify_situations(
         same & (np.sign(x0) != np.sign(x3)),
         turned,
         same & (x0 > 0) & (d3 - d0 > gap_tol),
-        same
-        & (np.abs(d3 - d0) <= gap_tol)
-        & (np.abs(_wrap(b3 - b0)) <= cfg.bearing_change_deg),
+        same & (np.abs(d3 - d0) <= gap_tol) & (np.abs(_wrap(b3 - b0)) <= cfg.bearing_change_deg),
     ]
-    names = ["static", "oncoming_passing", "overtaking", "path_divergence", "moving_away", "maintaining"]
+    names = [
+        "static",
+        "oncoming_passing",
+        "overtaking",
+        "path_divergence",
+        "moving_away",
+        "maintaining",
+    ]
     return np.select(conditions, np.array(names, dtype=object), default="other").astype(object)
 
 
@@ -262,12 +274,23 @@ class _MarkRenderer:
             raise FileNotFoundError(f"{path}: camera image not found (clip {self.clip})")
         return path
 
-    def render(self, name: str, rel_path: str, marks: Sequence[tuple[int, Any, Any]]) -> str:
-        """Write ``images/<clip>/<name>.png``: the image with marks (region id, box, RLE mask)."""
+    def render(
+        self,
+        name: str,
+        rel_path: str,
+        marks: Sequence[tuple[int, Any, Any]],
+        marked: Path | None = None,
+    ) -> str:
+        """Write ``images/<clip>/<name>.png``: the image with marks (region id, box, RLE mask),
+        or a copy of ``marked`` (the pipeline's own Set-of-Mark image) when that file exists."""
         if not self.enabled:
             return rel_path
         out_rel = f"images/{self.clip}/{name}.png"
         if out_rel in self.written:
+            return out_rel
+        if marked is not None and marked.is_file():
+            atomic_write_bytes(self.out_dir / out_rel, marked.read_bytes())
+            self.written[out_rel] = str(marked)
             return out_rel
         import cv2
 
@@ -416,7 +439,9 @@ def export_benchmark(
                 continue
             qt = templates.types.get(rec["type"])
             if qt is None:
-                raise ValueError(f"{qa_path}: record {rec.get('id')}: unknown question type {rec['type']!r}")
+                raise ValueError(
+                    f"{qa_path}: record {rec.get('id')}: unknown question type {rec['type']!r}"
+                )
             try:
                 spec, truth = answer_spec(rec, qt)
             except (KeyError, ValueError) as e:
@@ -441,12 +466,22 @@ def export_benchmark(
                     )
                     for f, path in zip(frames, rec["images"][cam], strict=True)
                 ]
-                times = [round(float(f["time_s"]) - float(rec["keyframe"]["time_s"]), 3) for f in rec["context_frames"]]
+                times = [
+                    round(float(f["time_s"]) - float(rec["keyframe"]["time_s"]), 3)
+                    for f in rec["context_frames"]
+                ]
             else:
                 images = []
                 for cam in cameras:
                     marks = [(r, *bm) for r, bm in sorted(views.get((kf, cam), {}).items())]
-                    images.append(renderer.render(f"k{kf:03d}_{cam}", rec["images"][cam][-1], marks))
+                    images.append(
+                        renderer.render(
+                            f"k{kf:03d}_{cam}",
+                            rec["images"][cam][-1],
+                            marks,
+                            clip_dir / "marks" / f"{kf:03d}_{cam}.png",
+                        )
+                    )
                 times = [0.0] * len(images)
             questions.append(
                 {
@@ -458,9 +493,7 @@ def export_benchmark(
                     "cameras": cameras,
                     "prompt": prompts[set_name],
                     "question": rec["question"],
-                    "choices": [
-                        {"letter": o["letter"], "text": o["text"]} for o in rec["choices"]
-                    ]
+                    "choices": [{"letter": o["letter"], "text": o["text"]} for o in rec["choices"]]
                     if rec.get("choices")
                     else None,
                 }
@@ -493,7 +526,9 @@ def export_benchmark(
     atomic_write_text(out / ANSWER_KEY_FILE, jsonl(key))
     order = [str(e["id"]) for e in key]
     for name in BASELINES:
-        write_answers(out / "baselines" / f"{name}.jsonl", baseline_answers(name, key, cfg.seed), order)
+        write_answers(
+            out / "baselines" / f"{name}.jsonl", baseline_answers(name, key, cfg.seed), order
+        )
 
     groups = {e["group_id"]: e for e in key if e["set"] == "spatiotemporal"}
     summary = {
@@ -505,7 +540,9 @@ def export_benchmark(
         "by_type": dict(sorted(Counter(e["type"] for e in key).items())),
         "by_class": dict(sorted(Counter(e["class"] for e in key).items())),
         "groups": len(groups),
-        "groups_by_situation": dict(sorted(Counter(e["situation"] for e in groups.values()).items())),
+        "groups_by_situation": dict(
+            sorted(Counter(e["situation"] for e in groups.values()).items())
+        ),
         "groups_by_class": dict(sorted(Counter(e["class"] for e in groups.values()).items())),
         "dropped": dict(sorted(dropped.items())),
         "tolerances": {

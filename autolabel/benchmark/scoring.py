@@ -306,7 +306,11 @@ def read_answers(path: str | Path) -> dict[str, str]:
             if not isinstance(row, dict) or "id" not in row:
                 raise ValueError(f"{path}:{n}: expected an object with an 'id'")
             text = next(
-                (row[k] for k in ("answer", "response", "prediction", "output", "text") if k in row),
+                (
+                    row[k]
+                    for k in ("answer", "response", "prediction", "output", "text")
+                    if k in row
+                ),
                 None,
             )
             qid = str(row["id"])
@@ -362,7 +366,9 @@ def score_entries(
     ok, per_value = success_matrix(kinds, [e["truth"] for e in entries], preds)
 
     def col(name: str, default: Any = "") -> np.ndarray:
-        return np.array([("" if e.get(name) is None else e.get(name, default)) for e in entries], dtype=object)
+        return np.array(
+            [("" if e.get(name) is None else e.get(name, default)) for e in entries], dtype=object
+        )
 
     sets, types, cats, qkind = col("set"), col("type"), col("category"), col("kind")
     classes, situations = col("class"), col("situation")
@@ -416,7 +422,9 @@ def score_entries(
     st_out["by_situation"] = {
         s: _group_metrics(lsr[g_sit == s]) for s in sorted({str(x) for x in g_sit})
     }
-    st_out["by_class"] = {c: _group_metrics(lsr[g_cls == c]) for c in sorted({str(x) for x in g_cls})}
+    st_out["by_class"] = {
+        c: _group_metrics(lsr[g_cls == c]) for c in sorted({str(x) for x in g_cls})
+    }
     result["spatiotemporal"] = st_out
 
     # Spatial: qualitative accuracy and quantitative success, by category, type and class.
@@ -427,7 +435,10 @@ def score_entries(
         spatial[kind] = {"n": int(sel.sum()), "score": _rate(ok[sel])}
     spatial["by_category"] = {
         c: {
-            kind: {"n": int((sel := sp & (cats == c) & (qkind == kind)).sum()), "score": _rate(ok[sel])}
+            kind: {
+                "n": int((sel := sp & (cats == c) & (qkind == kind)).sum()),
+                "score": _rate(ok[sel]),
+            }
             for kind in ("qualitative", "quantitative")
         }
         for c in sorted({str(x) for x in cats[sp]})
@@ -491,6 +502,18 @@ def score_benchmark(
     atomic_write_json(out, result, indent=1)
     result["scores_file"] = str(out)
     return result
+
+
+def score_baselines(bench_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Score every ``BENCH/baselines/<name>.jsonl``; write ``<name>.scores.json`` beside each."""
+    from autolabel.benchmark.baselines import BASELINES
+
+    out = {}
+    for name in BASELINES:
+        path = Path(bench_dir) / "baselines" / f"{name}.jsonl"
+        if path.is_file():
+            out[name] = score_benchmark(bench_dir, path)
+    return out
 
 
 def _pct(x: float | None) -> str:

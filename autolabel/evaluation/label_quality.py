@@ -29,6 +29,8 @@ Outputs ``label_quality.json`` (default ``RUN_CANDIDATE/eval/label_quality.json`
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +45,8 @@ from autolabel.benchmark.scoring import answer_spec, values_agree
 from autolabel.classes import DETECTION_CLASSES
 
 LABEL_QUALITY_FILE = "label_quality.json"
+#: The Set-of-Mark regions of a clip's QA keyframes, as the pipeline writes them.
+REGIONS_FILE = "marks/regions.json"
 MATCH_METHODS = ("greedy", "hungarian")
 #: Statuses of a candidate question.
 STATUSES = ("agree", "disagree", "unmatched", "ambiguous", "no_reference")
@@ -182,9 +186,19 @@ def associate_tracks(
 # ------------------------------------------------------------------------------ re-answering
 
 
-def _reference_visibility(records: Sequence[Mapping[str, Any]]) -> dict[tuple[int, int], list[str]]:
-    """(keyframe, track id) -> cameras that show it, from every record of a run's clip."""
+def reference_visibility(
+    records: Sequence[Mapping[str, Any]], regions_doc: Mapping[str, Any] | None = None
+) -> dict[tuple[int, int], list[str]]:
+    """(keyframe, track id) -> cameras that show it at the keyframe in the reference run.
+
+    From ``marks/regions.json`` (every region of every QA keyframe) when given, completed by the
+    regions of the run's QA records.
+    """
     out: dict[tuple[int, int], list[str]] = {}
+    for entry in (regions_doc or {}).get("keyframes", []):
+        kf = int(entry["frame_index"])
+        for reg in entry.get("regions", []):
+            out[(kf, int(reg["track_id"]))] = list(reg.get("cameras_at_keyframe") or [])
     for rec in records:
         kf = int(rec["keyframe"]["frame_index"])
         for reg in rec.get("regions") or ():
@@ -210,17 +224,30 @@ def reanswer_clip(
     reference_records: Sequence[Mapping[str, Any]],
     assoc: Mapping[int, Mapping[int, int]],
     templates: Any,
+    assoc_any_class: Mapping[int, Mapping[int, int]] | None = None,
+    regions_doc: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Per candidate record: its status against the reference and the reference answer.
 
+    Args:
+        candidate_records, reference_records: one clip's ``qa.jsonl`` records of both runs.
+        reference: the reference run's attributes of the clip.
+        assoc: per keyframe, candidate track -> reference track (:func:`associate_tracks`).
+        templates: the QA templates.
+        assoc_any_class: the same association without the class rule; an unmatched question
+            whose regions all match under it is marked ``wrong_class``.
+        regions_doc: the reference clip's ``marks/regions.json`` (which cameras show each
+            region), for the visibility questions.
+
     Returns:
         One dict per record, in order: ``id``, ``type``, ``category``, ``kind``, ``status`` (one
-        of ``STATUSES``) and ``reference_values`` (the re-derived ``answer_values``, or None).
+        of ``STATUSES``), ``wrong_class`` (unmatched only because of the class) and
+        ``reference_values`` (the re-derived ``answer_values``, or None).
     """
     from autolabel.qa.quantities import QuantityInput
     from autolabel.qa.records import QAContent, answer_key, correct_letter, structured_answer
 
-    ref_vis = _reference_visibility(reference_records)
+    ref_vis = reference_visibility(reference_records, regions_doc)
     channels = _channels([*candidate_records, *reference_records])
     results: list[dict[str, Any] | None] = [None] * len(candidate_records)
     batches: dict[str, list[tuple[int, np.ndarray, list[int], bool]]] = defaultdict(list)
@@ -236,7 +263,11 @@ def reanswer_clip(
         frame_assoc = assoc.get(kf, {})
         ref_tracks = [frame_assoc.get(int(reg["track_id"])) for reg in rec.get("regions") or ()]
         if any(t is None for t in ref_tracks):
-            results[i] = {**base, "status": "unmatched"}
+            any_class = (assoc_any_class or {}).get(kf, {})
+            wrong_class = assoc_any_class is not None and all(
+                int(reg["track_id"]) in any_class for reg in rec.get("regions") or ()
+            )
+            results[i] = {**base, "status": "unmatched", "wrong_class": wrong_class}
             continue
         rows = reference.row_of(np.full(len(ref_tracks), kf), np.array(ref_tracks, dtype=np.int64))
         if np.any(rows < 0):
@@ -276,7 +307,7 @@ def reanswer_clip(
             params=qt.params,
         )
         res = qt.quantity(q)
-        for j, (i, _, tracks, vis_known) in enumerate(batch):
+        for j, (i, _, _, vis_known) in enumerate(batch):
             rec = candidate_records[i]
             out = results[i]
             assert out is not None
@@ -346,6 +377,7 @@ def _summarize(rows: Sequence[Mapping[str, Any]], missed: Sequence[tuple[str, bo
     return {
         "candidate_questions": len(rows),
         **counts,
+        "unmatched_wrong_class": sum(1 for r in rows if r.get("wrong_class")),
         "agreement": _rate(counts["agree"], scored),
         "agreement_matched": _rate(counts["agree"], matched),
         "reference_questions": n_ref,
@@ -405,11 +437,26 @@ def evaluate_label_quality(
         cand_attrs = ObjectAttributes.read_parquet(cand_clips[clip] / ATTRIBUTES_FILE)
         frames = {int(r["keyframe"]["frame_index"]) for r in [*ref_records, *cand_records]}
         assoc = associate_tracks(ref_attrs, cand_attrs, sorted(frames), cfg)
-        clip_rows = reanswer_clip(cand_records, ref_attrs, ref_records, assoc, templates)
+        assoc_any = (
+            associate_tracks(
+                ref_attrs, cand_attrs, sorted(frames), dataclasses.replace(cfg, class_wise=False)
+            )
+            if cfg.class_wise
+            else None
+        )
+        regions_path = ref_clips[clip] / REGIONS_FILE
+        regions_doc = json.loads(regions_path.read_text()) if regions_path.is_file() else None
+        clip_rows = reanswer_clip(
+            cand_records, ref_attrs, ref_records, assoc, templates, assoc_any, regions_doc
+        )
         clip_missed = missed_reference_questions(ref_records, assoc)
         rows += clip_rows
-        missed += [(r["type"], r["category"], m) for r, m in zip(ref_records, clip_missed, strict=True)]
-        per_clip[clip] = _summarize(clip_rows, [(r["type"], m) for r, m in zip(ref_records, clip_missed, strict=True)])
+        missed += [
+            (r["type"], r["category"], m) for r, m in zip(ref_records, clip_missed, strict=True)
+        ]
+        per_clip[clip] = _summarize(
+            clip_rows, [(r["type"], m) for r, m in zip(ref_records, clip_missed, strict=True)]
+        )
 
     by_type: dict[str, Any] = {}
     for t in sorted({r["type"] for r in rows} | {m[0] for m in missed}):
@@ -453,6 +500,7 @@ def format_label_quality(result: Mapping[str, Any]) -> list[str]:
         f"agreement: {f(o['agreement'])}",
         f"agreement_matched: {f(o['agreement_matched'])}",
         f"unmatched: {o['unmatched']}",
+        f"unmatched_wrong_class: {o['unmatched_wrong_class']}",
         f"ambiguous: {o['ambiguous']}",
         f"reference_questions: {o['reference_questions']}",
         f"missed: {o['missed']}",
@@ -469,7 +517,17 @@ def label_quality_table(result: Mapping[str, Any]) -> Any:
         return "-" if x is None else f"{100 * x:.1f}"
 
     table = Table(title="label quality by question type")
-    cols = ("type", "questions", "unmatched", "ambiguous", "agree", "agreement %", "matched %", "ref. questions", "missed %")
+    cols = (
+        "type",
+        "questions",
+        "unmatched",
+        "ambiguous",
+        "agree",
+        "agreement %",
+        "matched %",
+        "ref. questions",
+        "missed %",
+    )
     for c in cols:
         table.add_column(c, justify="left" if c == "type" else "right")
     for t, r in result["by_type"].items():
