@@ -416,7 +416,7 @@ def score_entries(
         sr[dim] = {}
         for h in HORIZONS_S:
             sel = sel_kind[horizon[sel_kind] == h]
-            bits = per_value[value][sel] if value else ok[sel]
+            bits = per_value.get(value, np.zeros(n, dtype=bool))[sel] if value else ok[sel]
             sr[dim][f"{h:g}s"] = _rate(bits)
     st_out["SR"] = sr
     st_out["by_situation"] = {
