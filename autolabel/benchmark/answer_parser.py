@@ -263,18 +263,28 @@ def wrap_deg(angle_deg: float) -> float:
 
 def _prepare(text: str) -> _Text:
     norm = text.translate(_TRANSLATE)
-    norm = _WORD_CLOCK_RE.sub(lambda m: f"{_SMALL_NUMBERS[m.group(1).lower()]}{m.group(2)}", norm)
-    # Lower-case character by character so that every position means the same in all forms.
-    lower = "".join(c.lower() if len(c.lower()) == 1 else c for c in norm)
-    regions = []
-    raw_chars, chars = list(norm), list(lower)
-    for m in _REGION_RE.finditer(lower):
-        rid = next(g for g in m.groups() if g is not None)
-        regions.append((m.start(), m.end(), int(rid)))
-        blank = " " * (m.end() - m.start())
-        chars[m.start() : m.end()] = blank
-        raw_chars[m.start() : m.end()] = blank
-    return _Text("".join(raw_chars), lower, "".join(chars), regions)
+    if "clock" in norm.lower():
+        norm = _WORD_CLOCK_RE.sub(
+            lambda m: f"{_SMALL_NUMBERS[m.group(1).lower()]}{m.group(2)}", norm
+        )
+    lower = norm.lower()
+    if len(lower) != len(norm):
+        # A few characters lower-case to two; keep those as they are so positions agree.
+        lower = "".join(c.lower() if len(c.lower()) == 1 else c for c in norm)
+    spans = [
+        (m.start(), m.end(), int(next(g for g in m.groups() if g is not None)))
+        for m in _REGION_RE.finditer(lower)
+    ]
+    if not spans:
+        return _Text(norm, lower, lower, [])
+    raw_parts, masked_parts, pos = [], [], 0
+    for start, end, _ in spans:
+        raw_parts += [norm[pos:start], " " * (end - start)]
+        masked_parts += [lower[pos:start], " " * (end - start)]
+        pos = end
+    raw_parts.append(norm[pos:])
+    masked_parts.append(lower[pos:])
+    return _Text("".join(raw_parts), lower, "".join(masked_parts), spans)
 
 
 def _number_mentions(t: _Text) -> list[NumberMention]:
