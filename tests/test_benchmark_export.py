@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import cv2
 import numpy as np
@@ -190,3 +191,18 @@ def test_dynamic_situations_of_hand_made_agents():
     assert got.tolist() == ["static", "oncoming_passing"]
     with pytest.raises(ValueError, match="no state 3 s later"):
         classify_situations(attrs, np.array([8]), np.array([0]))
+
+
+def test_malformed_records_name_file_line_and_field(bench, tmp_path):
+    import shutil
+
+    root, _, _ = bench
+    shutil.copytree(root / "run", tmp_path / "run")
+    qa = tmp_path / "run" / "scene-t-0001" / "qa.jsonl"
+    lines = qa.read_text().splitlines()
+    bad = json.loads(lines[2])
+    del bad["answer_values"]
+    lines[2] = json.dumps(bad)
+    qa.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"qa.jsonl:3 \(record .*\): field 'answer_values'"):
+        export_benchmark(tmp_path / "run", tmp_path / "bench", config=ExportConfig(images=False))

@@ -238,6 +238,52 @@ def run_clips(run_dir: str | Path) -> list[Path]:
     return clips
 
 
+_RECORD_FIELDS = {
+    "id": str,
+    "group_id": str,
+    "category": str,
+    "type": str,
+    "kind": str,
+    "question": str,
+    "answer": str,
+    "answer_values": dict,
+    "keyframe": dict,
+    "context_frames": list,
+    "cameras": list,
+    "images": dict,
+    "regions": list,
+}
+
+
+def validate_records(records: Sequence[Any], path: str | Path) -> None:
+    """Check the fields this module reads from ``qa.jsonl`` records.
+
+    Raises:
+        ValueError: naming the file, the line, the record id and the field that is missing or of
+            the wrong type.
+    """
+    for n, rec in enumerate(records, 1):
+        where = f"{path}:{n}"
+        if not isinstance(rec, Mapping):
+            raise ValueError(f"{where}: expected a JSON object")
+        rid = rec.get("id", "?")
+        for name, kind in _RECORD_FIELDS.items():
+            if not isinstance(rec.get(name), kind):
+                raise ValueError(
+                    f"{where} (record {rid}): field {name!r} missing or not a {kind.__name__}"
+                )
+        if not isinstance(rec["keyframe"].get("frame_index"), int):
+            raise ValueError(f"{where} (record {rid}): keyframe.frame_index missing")
+        for i, reg in enumerate(rec["regions"]):
+            if not isinstance(reg, Mapping) or not {"region_id", "track_id", "class"} <= set(reg):
+                raise ValueError(
+                    f"{where} (record {rid}): regions[{i}] needs region_id, track_id, class"
+                )
+        for cam in rec["cameras"]:
+            if cam not in rec["images"]:
+                raise ValueError(f"{where} (record {rid}): no images for camera {cam!r}")
+
+
 def clip_dataroot(clip_dir: Path, dataroot: str | Path | None = None) -> Path | None:
     """The dataset root a clip was read from: ``dataroot`` if given, else its manifest's."""
     if dataroot is not None:
@@ -405,6 +451,7 @@ def export_benchmark(
     for clip_dir in clips:
         qa_path = clip_dir / QA_FILE
         records = read_qa_jsonl(qa_path)
+        validate_records(records, qa_path)
         clip = clip_dir.name
         renderer = _MarkRenderer(out, clip, clip_dataroot(clip_dir, dataroot), cfg.images)
         views = _views_by_frame_camera(records)

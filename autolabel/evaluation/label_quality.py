@@ -386,6 +386,22 @@ def _summarize(rows: Sequence[Mapping[str, Any]], missed: Sequence[tuple[str, bo
     }
 
 
+def _same_clip(reference_dir: Path, candidate_dir: Path) -> None:
+    """Both runs read the same scene (their manifests' scene tokens agree), where they say."""
+    tokens = []
+    for d in (reference_dir, candidate_dir):
+        try:
+            manifest = json.loads((d / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return
+        tokens.append((manifest.get("inputs") or {}).get("scene_token"))
+    if tokens[0] and tokens[1] and tokens[0] != tokens[1]:
+        raise ValueError(
+            f"{candidate_dir} and {reference_dir} are runs of different scenes "
+            f"(scene tokens {tokens[1]} and {tokens[0]})"
+        )
+
+
 def evaluate_label_quality(
     reference_run: str | Path,
     candidate_run: str | Path,
@@ -411,7 +427,7 @@ def evaluate_label_quality(
         FileNotFoundError: a run without QA, or a clip without attributes.
         ValueError: no clip in common.
     """
-    from autolabel.benchmark.export import run_clips
+    from autolabel.benchmark.export import run_clips, validate_records
     from autolabel.config import config_to_dict
     from autolabel.qa.check import ATTRIBUTES_FILE, read_qa_jsonl
     from autolabel.qa.generate import QA_FILE
@@ -431,8 +447,11 @@ def evaluate_label_quality(
     missed: list[tuple[str, str, bool]] = []  # (type, category, missed)
     per_clip = {}
     for clip in common:
+        _same_clip(ref_clips[clip], cand_clips[clip])
         ref_records = read_qa_jsonl(ref_clips[clip] / QA_FILE)
         cand_records = read_qa_jsonl(cand_clips[clip] / QA_FILE)
+        validate_records(ref_records, ref_clips[clip] / QA_FILE)
+        validate_records(cand_records, cand_clips[clip] / QA_FILE)
         ref_attrs = ObjectAttributes.read_parquet(ref_clips[clip] / ATTRIBUTES_FILE)
         cand_attrs = ObjectAttributes.read_parquet(cand_clips[clip] / ATTRIBUTES_FILE)
         frames = {int(r["keyframe"]["frame_index"]) for r in [*ref_records, *cand_records]}
