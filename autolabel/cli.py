@@ -340,14 +340,23 @@ def demo(
     seed: int = typer.Option(0, help="Seed of the synthetic world and of the run."),
     ray: str = typer.Option(None, "--ray", help="Run on Ray (as `run --ray`)."),
     progress: bool = typer.Option(True, help="Show progress bars."),
+    label_quality: bool = typer.Option(True, help="Also run ground-truth replay and score the QA."),
 ) -> None:
-    """Synthetic clips -> every stage (CPU defaults) -> detection and tracking metrics."""
+    """Synthetic clips -> every stage (CPU defaults) -> detection, tracking and label-quality
+    metrics, the benchmark export and the HTML report."""
     from autolabel.demo import DemoConfig, run_demo
     from autolabel.run_report import format_run_report
 
     result = run_demo(
         out,
-        DemoConfig(scenes=scenes, seconds=seconds, width_px=width, height_px=height, seed=seed),
+        DemoConfig(
+            scenes=scenes,
+            seconds=seconds,
+            width_px=width,
+            height_px=height,
+            seed=seed,
+            label_quality=label_quality,
+        ),  # fmt: skip
         ray_address=ray,
         use_ray=bool(ray),
         progress=progress,
@@ -357,6 +366,14 @@ def demo(
     print("\n".join(result["detection"]))
     print("\ntracking:")
     print("\n".join(result["tracking"]))
+    if result["label_quality"]:
+        print("\nlabel quality (QA against ground-truth replay):")
+        print("\n".join(result["label_quality"]))
+    if result["benchmark"]:
+        print("\nbenchmark baselines:")
+        print("\n".join(result["benchmark"]))
+    if result["report"]:
+        print(f"\nreport: {result['report']}")
     print(f"\ndataset: {result['dataroot']}\nrun: {result['run']}")
     if result["summary"].failed:
         raise typer.Exit(1)
