@@ -24,6 +24,7 @@ from mmdet3d.structures import (  # noqa: E402
     LiDARInstance3DBoxes,
 )
 from mmengine.structures import InstanceData  # noqa: E402
+from nuscenes.eval.common.utils import quaternion_yaw  # noqa: E402
 from pyquaternion import Quaternion  # noqa: E402
 
 from autolabel.classes import DETECTION_CLASSES  # noqa: E402
@@ -99,7 +100,8 @@ def test_conversion_matches_mmdet3d_nuscenes_export():
     for i, ref in enumerate(ref_boxes):
         np.testing.assert_allclose(ours.center_m[i], ref.center, atol=1e-4)
         np.testing.assert_allclose(ours.size_wlh_m[i], ref.wlh, atol=1e-5)
-        yaw_ref = ref.orientation.yaw_pitch_roll[0]
+        # The devkit's yaw (heading of the box's x axis), as its orientation error uses.
+        yaw_ref = quaternion_yaw(ref.orientation)
         assert np.cos(ours.yaw_rad[i] - yaw_ref) == pytest.approx(1.0, abs=1e-9)
         np.testing.assert_allclose(ours.velocity_mps[i], ref.velocity[:2], atol=1e-4)
         assert ours.class_name[i] == BEVFUSION_CLASSES[int(ref.label)]
