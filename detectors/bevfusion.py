@@ -48,6 +48,7 @@ MMDET3D_CAMERA_ORDER = (
 )
 _PROJECT_PACKAGE = "projects.BEVFusion.bevfusion"
 _BEV_POOL_EXT = "projects.BEVFusion.bevfusion.ops.bev_pool.bev_pool_ext"
+_VOXEL_EXT = "projects.BEVFusion.bevfusion.ops.voxel.voxel_layer"
 
 INSTALL_HINT = (
     "detector 'bevfusion' needs the OpenMMLab stack and an mmdetection3d checkout: "
@@ -222,23 +223,79 @@ def _require_mmdet3d() -> None:
         raise DetectorUnavailableError(f"{INSTALL_HINT} (import failed: {e})") from None
 
 
-def _install_bev_pool_placeholder() -> None:
-    """Let a LiDAR-only BEVFusion import without the CUDA-only ``bev_pool`` op.
-
-    The project imports ``bev_pool_ext`` unconditionally, but only the camera branch calls it. On a
-    machine without CUDA it cannot be compiled, so a module that fails loudly if called stands in.
-    """
-    module = types.ModuleType(_BEV_POOL_EXT)
+def _install_placeholder(module_name: str, functions: tuple[str, ...], message: str) -> None:
+    """Stand in for a compiled op module that a code path imports but never calls here."""
+    module = types.ModuleType(module_name)
 
     def _unavailable(*_args, **_kwargs):
-        raise DetectorUnavailableError(
-            "BEVFusion's camera branch needs the CUDA bev_pool op (python "
-            "projects/BEVFusion/setup.py develop on a CUDA machine); use a LiDAR-only config on CPU"
-        )
+        raise DetectorUnavailableError(message)
 
-    module.bev_pool_forward = _unavailable
-    module.bev_pool_backward = _unavailable
-    sys.modules[_BEV_POOL_EXT] = module
+    for name in functions:
+        setattr(module, name, _unavailable)
+    sys.modules[module_name] = module
+
+
+def _compiled(mmdet3d_root: Path, module_name: str) -> bool:
+    """Whether the checkout holds a built extension for ``module_name`` (without importing it)."""
+    *package, name = module_name.split(".")
+    return any(mmdet3d_root.joinpath(*package).glob(f"{name}*.so"))
+
+
+def _install_cpu_placeholders(mmdet3d_root: Path) -> None:
+    """Let a LiDAR-only BEVFusion import on a machine without the project's compiled ops.
+
+    The project imports its ``bev_pool`` and voxelization extensions unconditionally. ``bev_pool``
+    (camera branch only) has no CPU kernel; the project's CPU voxelization kernel indexes its voxel
+    grid in the wrong axis order (``coor_to_voxelidx`` is allocated (z, y, x) but indexed
+    (x, y, z)) and crashes, so on CPU ``cpu_voxelization`` replaces the layer. Neither extension
+    is called on CPU; modules that fail loudly if they ever are stand in for them.
+    """
+    if not _compiled(mmdet3d_root, _BEV_POOL_EXT):
+        _install_placeholder(
+            _BEV_POOL_EXT,
+            ("bev_pool_forward", "bev_pool_backward"),
+            "BEVFusion's camera branch needs the CUDA bev_pool op (python "
+            "projects/BEVFusion/setup.py develop on a CUDA machine); use a LiDAR-only config on CPU",
+        )
+    if not _compiled(mmdet3d_root, _VOXEL_EXT):
+        _install_placeholder(
+            _VOXEL_EXT,
+            ("hard_voxelize", "dynamic_voxelize", "dynamic_point_to_voxel_forward",
+             "dynamic_point_to_voxel_backward"),
+            "BEVFusion's voxelization op is not compiled; on CPU the backend uses mmcv's",
+        )  # fmt: skip
+
+
+def cpu_voxelization(project_layer: Any) -> Any:
+    """A CPU stand-in for the BEVFusion project's ``Voxelization`` layer, built on mmcv's op.
+
+    Same hard voxelization (points taken in order; the first ``max_voxels`` voxels, at most
+    ``max_num_points`` points each) from mmcv's CPU kernel, with its (z, y, x) voxel coordinates
+    reordered to the (x, y, z) that the project's op returns and its sparse encoder expects.
+    """
+    import torch
+    from mmcv.ops import Voxelization
+
+    class CpuVoxelization(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mmcv_layer = Voxelization(
+                voxel_size=list(project_layer.voxel_size),
+                point_cloud_range=list(project_layer.point_cloud_range),
+                max_num_points=project_layer.max_num_points,
+                max_voxels=tuple(project_layer.max_voxels),
+                deterministic=True,
+            )
+
+        def forward(self, points):
+            self.mmcv_layer.train(self.training)
+            out = self.mmcv_layer(points)
+            if len(out) == 3:
+                voxels, coors_zyx, num_points = out
+                return voxels, coors_zyx[:, [2, 1, 0]].contiguous(), num_points
+            return out[:, [2, 1, 0]].contiguous()
+
+    return CpuVoxelization()
 
 
 def _import_bevfusion_project(mmdet3d_root: Path, uses_camera: bool) -> None:
@@ -250,8 +307,8 @@ def _import_bevfusion_project(mmdet3d_root: Path, uses_camera: bool) -> None:
         return
     except ImportError as e:
         message = str(e)
-    if "bev_pool_ext" in message and not uses_camera:
-        _install_bev_pool_placeholder()
+    if ("bev_pool_ext" in message or "voxel_layer" in message) and not uses_camera:
+        _install_cpu_placeholders(mmdet3d_root)
         try:
             importlib.import_module(_PROJECT_PACKAGE)
             return
@@ -313,6 +370,8 @@ class BevfusionDetector(Detector):
         from mmengine.dataset import Compose
 
         self.model = init_model(cfg, config.checkpoint, device=config.device)
+        if not config.device.startswith("cuda"):
+            self.model.pts_voxel_layer = cpu_voxelization(self.model.pts_voxel_layer)
         class_names = (getattr(self.model, "dataset_meta", None) or {}).get("classes") or cfg.get(
             "class_names"
         )

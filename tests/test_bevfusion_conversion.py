@@ -24,6 +24,7 @@ from mmdet3d.structures import (  # noqa: E402
     LiDARInstance3DBoxes,
 )
 from mmengine.structures import InstanceData  # noqa: E402
+from nuscenes.eval.common.utils import quaternion_yaw  # noqa: E402
 from pyquaternion import Quaternion  # noqa: E402
 
 from autolabel.classes import DETECTION_CLASSES  # noqa: E402
@@ -99,7 +100,8 @@ def test_conversion_matches_mmdet3d_nuscenes_export():
     for i, ref in enumerate(ref_boxes):
         np.testing.assert_allclose(ours.center_m[i], ref.center, atol=1e-4)
         np.testing.assert_allclose(ours.size_wlh_m[i], ref.wlh, atol=1e-5)
-        yaw_ref = ref.orientation.yaw_pitch_roll[0]
+        # The devkit's yaw (heading of the box's x axis), as its orientation error uses.
+        yaw_ref = quaternion_yaw(ref.orientation)
         assert np.cos(ours.yaw_rad[i] - yaw_ref) == pytest.approx(1.0, abs=1e-9)
         np.testing.assert_allclose(ours.velocity_mps[i], ref.velocity[:2], atol=1e-4)
         assert ours.class_name[i] == BEVFUSION_CLASSES[int(ref.label)]
@@ -236,3 +238,53 @@ def test_data_info_cameras_project_lidar_points(tmp_path):
             lidar2cam[:3, :3] @ p_lidar + lidar2cam[:3, 3], expected, atol=1e-9
         )
         np.testing.assert_allclose(rec["cam2img"], cam.calibration.intrinsic)
+
+
+def test_cpu_voxelization_is_first_come_hard_voxelization_in_xyz_order():
+    from detectors.bevfusion import cpu_voxelization
+
+    project_layer = types.SimpleNamespace(
+        voxel_size=[0.5, 0.5, 1.0],
+        point_cloud_range=[-4.0, -4.0, -2.0, 4.0, 4.0, 2.0],
+        max_num_points=3,
+        max_voxels=[40, 50],
+    )
+    layer = cpu_voxelization(project_layer).eval()
+    rng = np.random.default_rng(0)
+    points = rng.uniform([-5, -5, -2.5, 0, 0], [5, 5, 2.5, 1, 1], (400, 5)).astype(np.float32)
+    voxels, coors, counts = (t.numpy() for t in layer(torch.from_numpy(points)))
+
+    # Reference: voxel (x, y, z) index of each in-range point; voxels in order of first point,
+    # at most 50 (test-time max) voxels, at most 3 points each, in point order.
+    idx = np.floor((points[:, :3] - [-4.0, -4.0, -2.0]) / [0.5, 0.5, 1.0]).astype(int)
+    inside = ((idx >= 0) & (idx < [16, 16, 4])).all(axis=1)
+    order, members = [], {}
+    for i in np.flatnonzero(inside):
+        key = tuple(idx[i])
+        if key not in members:
+            if len(order) == 50:
+                continue
+            order.append(key)
+            members[key] = []
+        members[key].append(i)
+    assert coors.tolist() == [list(k) for k in order]
+    assert counts.tolist() == [min(len(members[k]), 3) for k in order]
+    for v, key in enumerate(order):
+        np.testing.assert_array_equal(voxels[v, : counts[v]], points[members[key][:3]])
+
+
+def test_camera_config_is_refused_on_cpu(tmp_path):
+    from detectors import get_detector
+
+    root = tmp_path / "mmdetection3d"
+    (root / "projects" / "BEVFusion").mkdir(parents=True)
+    cfg = root / "fusion.py"
+    cfg.write_text(
+        "model = dict(type='BEVFusion', view_transform=dict(type='DepthLSSTransform'))\n"
+    )
+    options = {"mmdet3d_root": str(root), "config": str(cfg), "allow_random_weights": True}
+    with pytest.raises(DetectorUnavailableError, match="camera branch of BEVFusion needs CUDA"):
+        get_detector("bevfusion", {**options, "device": "cpu"})
+    if not torch.cuda.is_available():
+        with pytest.raises(DetectorUnavailableError, match="torch sees no GPU"):
+            get_detector("bevfusion", {**options, "device": "cuda"})
