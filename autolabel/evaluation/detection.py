@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from autolabel.atomic_io import atomic_write_json
+from autolabel.evaluation.run_files import clip_label_files
 
 #: Where a clip's detection results live inside a run folder.
 CLIP_DETECTION_FILE = Path("labels") / "detection.json"
@@ -39,24 +40,8 @@ TP_ERROR_NAMES = {
 def clip_detection_files(
     run_dir: str | Path, scenes: Sequence[str] | None = None
 ) -> dict[str, Path]:
-    """Scene name -> ``RUN/<scene>/labels/detection.json``, for ``scenes`` or every clip with one.
-
-    Raises:
-        FileNotFoundError: a requested scene has no detection file, or the run has none at all.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir}: run folder not found")
-    if scenes is None:
-        found = {p.parent.parent.name: p for p in sorted(run_dir.glob(f"*/{CLIP_DETECTION_FILE}"))}
-        if not found:
-            raise FileNotFoundError(f"{run_dir}: no clip has {CLIP_DETECTION_FILE}")
-        return found
-    files = {scene: run_dir / scene / CLIP_DETECTION_FILE for scene in scenes}
-    missing = [str(path) for path in files.values() if not path.is_file()]
-    if missing:
-        raise FileNotFoundError(f"detection results missing: {', '.join(missing)}")
-    return files
+    """Scene name -> ``RUN/<scene>/labels/detection.json``, for ``scenes`` or every clip with one."""
+    return clip_label_files(run_dir, CLIP_DETECTION_FILE, scenes)
 
 
 def _json_ready(value: Any) -> Any:

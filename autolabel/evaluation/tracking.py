@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autolabel.atomic_io import atomic_write_json
+from autolabel.evaluation.run_files import clip_label_files
 
 #: The custom split name written into the overlay's ``splits.json``.
 EVAL_SPLIT = "autolabel_eval"
@@ -54,24 +55,8 @@ TRACKING_METRIC_ORDER = (
 def clip_tracking_files(
     run_dir: str | Path, scenes: Sequence[str] | None = None
 ) -> dict[str, Path]:
-    """Scene name -> ``RUN/<scene>/labels/tracking.json``, for ``scenes`` or every clip that has one.
-
-    Raises:
-        FileNotFoundError: a requested scene has no tracking file, or the run has none at all.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir}: run folder not found")
-    if scenes is None:
-        found = {p.parent.parent.name: p for p in sorted(run_dir.glob(f"*/{CLIP_TRACKING_FILE}"))}
-        if not found:
-            raise FileNotFoundError(f"{run_dir}: no clip has {CLIP_TRACKING_FILE}")
-        return found
-    files = {scene: run_dir / scene / CLIP_TRACKING_FILE for scene in scenes}
-    missing = [str(path) for path in files.values() if not path.is_file()]
-    if missing:
-        raise FileNotFoundError(f"tracking results missing: {', '.join(missing)}")
-    return files
+    """Scene name -> ``RUN/<scene>/labels/tracking.json``, for ``scenes`` or every clip with one."""
+    return clip_label_files(run_dir, CLIP_TRACKING_FILE, scenes)
 
 
 def _read_table(table_dir: Path, name: str) -> list[dict[str, Any]]:
