@@ -48,31 +48,76 @@ def clips(
 @app.command()
 def synth(
     out: Path = typer.Argument(..., help="Dataroot to create (nuScenes layout)."),
-    scenes: int = typer.Option(2, help="Number of scenes (clips)."),
-    seconds: float = typer.Option(20.0, help="Clip length, seconds (keyframes at 2 Hz)."),
-    seed: int = typer.Option(0, help="Seed of every random choice."),
-    width: int | None = typer.Option(None, help="Camera image width (default: the rig's)."),
-    height: int | None = typer.Option(None, help="Camera image height (default: the rig's)."),
-    rig: str = typer.Option("nuscenes", help="Sensor rig name or YAML path."),
-    version: str = typer.Option("v1.0-mini", help="nuScenes version folder to write."),
+    scenes: int | None = typer.Option(None, help="Number of scenes (clips) [2]."),
+    seconds: float | None = typer.Option(None, help="Clip length, seconds [20]."),
+    seed: int | None = typer.Option(None, help="Seed of every random choice [0]."),
+    width: int | None = typer.Option(None, help="Camera image width [the rig's]."),
+    height: int | None = typer.Option(None, help="Camera image height [the rig's]."),
+    rig: str | None = typer.Option(None, help="Sensor rig name or YAML path [nuscenes]."),
+    version: str | None = typer.Option(None, help="nuScenes version folder [v1.0-mini]."),
+    lidar_hz: float | None = typer.Option(None, help="LiDAR sweep rate, Hz [10]."),
+    config: Path | None = typer.Option(None, help="YAML of SynthConfig fields (options win)."),
     force: bool = typer.Option(False, help="Replace an existing dataset in OUT."),
 ) -> None:
     """Write synthetic drive logs as a nuScenes-format dataset (tables, images, sweeps, maps)."""
-    from autolabel.synth.config import SynthConfig
+    from autolabel.synth.config import load_synth_config
     from autolabel.synth.generator import generate_dataset
 
     try:
-        config = SynthConfig(
-            scenes=scenes, seed=seed, seconds=seconds, width_px=width, height_px=height,
-            rig=rig, version=version,
+        synth_config = load_synth_config(
+            config, scenes=scenes, seconds=seconds, seed=seed, width_px=width, height_px=height,
+            rig=rig, version=version, lidar_hz=lidar_hz,
         )  # fmt: skip
-        summary = generate_dataset(out, config, overwrite=force)
+        summary = generate_dataset(out, synth_config, overwrite=force)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         raise typer.BadParameter(str(e)) from None
     for key in ("dataroot", "version", "logs", "samples", "sample_data", "sample_annotations"):
         print(f"{key}: {summary[key]}")
     for split, names in summary["splits"].items():
         print(f"split {split}: {len(names)} scenes")
+
+
+@eval_app.command("det")
+def eval_det(
+    run: str = typer.Argument(..., help="Run folder with <clip>/labels/detection.json per clip."),
+    dataroot: str = typer.Option(..., help="nuScenes-format dataroot with the ground truth."),
+    version: str = typer.Option(..., help="Dataset version, e.g. v1.0-mini."),
+    scenes: str = typer.Option(None, help="Comma-separated scene names (default: every clip)."),
+    out: str = typer.Option(None, help="Output folder (default RUN/eval)."),
+    plots: bool = typer.Option(True, help="Write the devkit's plots as PNG."),
+) -> None:
+    """nuScenes detection metrics (mAP, NDS, mATE, ...); writes RUN/eval/det.json and plots."""
+    from autolabel.evaluation.detection import evaluate_detection, format_detection_metrics
+
+    scene_list = [s for s in scenes.split(",") if s] if scenes else None
+    summary = evaluate_detection(
+        run, dataroot, version, scene_list, out_dir=out, render_curves=plots
+    )
+    print("\n".join(format_detection_metrics(summary)))
+
+
+@eval_app.command("track")
+def eval_track(
+    run: Path = typer.Argument(..., help="Run folder with <clip>/labels/tracking.json per clip."),
+    dataroot: Path = typer.Option(..., "--dataroot", help="nuScenes-format dataset root."),
+    version: str = typer.Option(..., "--version", help="Dataset version, e.g. v1.0-mini."),
+    scenes: str = typer.Option("", "--scenes", help="Comma-separated scene names (default: all)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Render the devkit's plots."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the devkit's progress output."),
+) -> None:
+    """Score tracks with nuScenes AMOTA, AMOTP, ...; writes RUN/eval/track.json and RUN/eval/track/."""
+    from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
+
+    scene_list = [s for s in scenes.split(",") if s] or None
+    try:
+        report = evaluate_tracking(
+            run, dataroot, version, scene_list, render_curves=plots, verbose=verbose
+        )
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    for line in format_tracking_metrics(report["metrics"]):
+        print(line)
 
 
 @app.command("check-qa")

@@ -6,6 +6,7 @@ Errors name the file and the key (``config.yaml: tracker_options.max_age: expect
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
 from collections.abc import Mapping
@@ -109,40 +110,293 @@ def config_to_dict(obj: Any) -> Any:
     return obj
 
 
-@dataclass
-class PipelineConfig:
-    """Settings of ``autolabel run``; each ``*_options`` mapping is validated by its stage.
+@dataclass(frozen=True)
+class ReadOptions:
+    """How clips are read.
 
     Attributes:
-        seed: seed of every random choice (noise models, sampling), for byte-identical output.
-        detector: backend name (``lidar``, ``gt``, ``results``, ``bevfusion``).
-        tracker: tracker name (``pub``).
+        max_sweeps: LiDAR sweeps listed per keyframe, its own included (multi-sweep detectors use
+            up to this many; every listed sweep is part of the inputs hash).
+    """
+
+    max_sweeps: int = 10
+
+    def __post_init__(self) -> None:
+        if self.max_sweeps < 1:
+            raise ValueError(f"max_sweeps: must be >= 1, got {self.max_sweeps}")
+
+
+@dataclass(frozen=True)
+class SegmentOptions:
+    """Which projected objects are segmented (per keyframe x camera x tracked object).
+
+    Attributes:
+        max_distance_m: objects whose centre is farther than this from the camera are skipped.
+        min_box_px: objects whose projected box, clipped to the image, covers fewer pixels are
+            skipped (nothing a mask or a question could use).
+        min_in_image_fraction: objects with less of their projected box inside the image are
+            skipped.
+        seed_sweeps: LiDAR sweeps whose points inside the box seed the segmenter (1: the
+            keyframe's own; more smear moving objects).
+        motion_compensate: move each box (and its seed points) by its track velocity from the
+            LiDAR time to the camera's capture time before projecting (cameras fire up to
+            ~50 ms away from the LiDAR in nuScenes).
+    """
+
+    max_distance_m: float = 60.0
+    min_box_px: float = 16.0
+    min_in_image_fraction: float = 0.0
+    seed_sweeps: int = 1
+    motion_compensate: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.max_distance_m > 0:
+            raise ValueError(f"max_distance_m: must be > 0, got {self.max_distance_m}")
+        if self.min_box_px < 0:
+            raise ValueError(f"min_box_px: must be >= 0, got {self.min_box_px}")
+        if not 0 <= self.min_in_image_fraction <= 1:
+            raise ValueError(
+                f"min_in_image_fraction: must be in [0, 1], got {self.min_in_image_fraction}"
+            )
+        if self.seed_sweeps < 1:
+            raise ValueError(f"seed_sweeps: must be >= 1, got {self.seed_sweeps}")
+
+
+@dataclass(frozen=True)
+class TrackFilterOptions:
+    """Which tracked boxes become labels (attributes, masks, marks, QA).
+
+    Detection and tracking files keep every box (the metrics want low-score boxes too); the
+    labels keep confident tracks only.
+
+    Attributes:
+        min_track_score: a track is kept when the mean score of its boxes reaches this.
+        min_track_length: ... and it has at least this many boxes (keyframes).
+    """
+
+    min_track_score: float = 0.0
+    min_track_length: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_track_score <= 1:
+            raise ValueError(f"min_track_score: must be in [0, 1], got {self.min_track_score}")
+        if self.min_track_length < 1:
+            raise ValueError(f"min_track_length: must be >= 1, got {self.min_track_length}")
+
+
+def _stage_configs():
+    # Imported here: the stage modules import heavy libraries (OpenCV, pycocotools) and
+    # ``detectors`` imports this module.
+    from autolabel.attributes import AttributeConfig
+    from autolabel.qa.sampling import QAConfig
+    from autolabel.set_of_mark import MarkStyle
+    from autolabel.visibility import VisibilityConfig
+
+    return AttributeConfig, VisibilityConfig, MarkStyle, QAConfig
+
+
+@dataclass
+class PipelineConfig:
+    """Settings of ``autolabel run`` (every stage); validated on construction, errors name the key.
+
+    Attributes:
+        seed: seed of every random choice of the run (QA sampling and phrasing use it; a
+            detector's own noise seed is one of its ``detector_options``), for byte-identical
+            output.
+        read: how clips are read (``ReadOptions``).
+        detector: backend name (``lidar``, ``gt``, ``results``, ``bevfusion``);
+            ``detector_options``: that backend's options (its config dataclass's fields).
+        tracker: tracker name (``pub``); ``tracker_options``: its options.
+        labels: which tracks become labels (``TrackFilterOptions``).
+        attributes: ``autolabel.attributes.AttributeConfig`` fields.
+        segmenter: segmentation backend (``lidar``, ``sam2``); ``segmenter_options``: its options.
+        segment: which projected objects are segmented (``SegmentOptions``).
+        visibility: ``autolabel.visibility.VisibilityConfig`` thresholds.
+        marks: ``autolabel.set_of_mark.MarkStyle`` of the Set-of-Mark images.
+        marks_stitched: also write the stitched six-camera view per keyframe.
+        qa: ``autolabel.qa.QAConfig`` (its ``seed`` is this config's ``seed``).
+        check_qa: re-derive every QA answer after generation; a mismatch fails the clip.
     """
 
     seed: int = 0
+    read: ReadOptions = field(default_factory=ReadOptions)
     detector: str = "lidar"
     detector_options: dict = field(default_factory=dict)
     tracker: str = "pub"
     tracker_options: dict = field(default_factory=dict)
+    labels: TrackFilterOptions = field(default_factory=TrackFilterOptions)
+    attributes: Any = None
+    segmenter: str = "lidar"
+    segmenter_options: dict = field(default_factory=dict)
+    segment: SegmentOptions = field(default_factory=SegmentOptions)
+    visibility: Any = None
+    marks: Any = None
+    marks_stitched: bool = True
+    qa: Any = None
+    check_qa: bool = True
 
     def __post_init__(self) -> None:
-        if self.seed < 0:
-            raise ValueError("seed: must be >= 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed: must be an integer >= 0, got {self.seed!r}")
+        attribute_cls, visibility_cls, mark_cls, qa_cls = _stage_configs()
+        self.attributes = _section(self.attributes, attribute_cls, "attributes")
+        self.visibility = _section(self.visibility, visibility_cls, "visibility")
+        self.marks = _section(self.marks, mark_cls, "marks")
+        qa = _section(self.qa, qa_cls, "qa")
+        if qa.seed not in (0, self.seed):
+            raise ConfigError("qa.seed: QA uses the top-level seed; set seed instead")
+        self.qa = dataclasses.replace(qa, seed=self.seed)
+        self._check_backends()
+
+    def _check_backends(self) -> None:
+        """Validate the backend names and their options now, not when the first clip runs."""
+        from autolabel.segmentation import SEGMENTER_NAMES
+        from autolabel.segmentation.core import config_from_mapping
+        from detectors import DETECTOR_NAMES, detector_config_class
+        from trackers import TRACKERS
+
+        if self.detector not in DETECTOR_NAMES:
+            raise ConfigError(
+                f"detector: unknown {self.detector!r}; choose one of {', '.join(DETECTOR_NAMES)}"
+            )
+        dataclass_from_mapping(
+            detector_config_class(self.detector), self.detector_options, "detector_options"
+        )
+        if self.tracker not in TRACKERS:
+            raise ConfigError(
+                f"tracker: unknown {self.tracker!r}; choose one of {', '.join(sorted(TRACKERS))}"
+            )
+        dataclass_from_mapping(TRACKERS[self.tracker][1], self.tracker_options, "tracker_options")
+        if self.segmenter not in SEGMENTER_NAMES:
+            raise ConfigError(
+                f"segmenter: unknown {self.segmenter!r}; choose one of {', '.join(SEGMENTER_NAMES)}"
+            )
+        module_name, class_name = _SEGMENTER_CONFIGS[self.segmenter]
+        try:
+            config_from_mapping(
+                getattr(importlib.import_module(module_name), class_name),
+                self.segmenter_options,
+                self.segmenter,
+            )
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"segmenter_options: {e}") from None
+
+
+#: Segmenter name -> (module, options dataclass), to validate options without building the model.
+_SEGMENTER_CONFIGS = {
+    "lidar": ("autolabel.segmentation.lidar_seeded", "LidarSeededConfig"),
+    "sam2": ("autolabel.segmentation.sam2_backend", "Sam2Config"),
+}
+
+
+def _section(value: Any, cls: type, key: str) -> Any:
+    """A stage's config dataclass from None (defaults), an instance, or a mapping of its fields."""
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        return dataclass_from_mapping(cls, value, key)
+    raise ConfigError(f"{key}: expected a mapping of {cls.__name__} fields, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How ``autolabel run --ray`` spreads clips over a Ray cluster (not part of the outputs:
+    changing these never changes a byte of the labels, so they are not in the manifest's hash).
+
+    Attributes:
+        num_cpus, num_gpus: size of a local cluster started by the run (None: the machine's);
+            ignored when joining a cluster.
+        detect_actors, segment_actors: model actors (each loads its model once); None: one per
+            GPU for GPU backends, one per CPU for CPU backends (the LiDAR-seeded segmenter is
+            CPU-bound).
+        detect_num_gpus, segment_num_gpus: GPUs per actor; None: 1 for GPU backends (``bevfusion``,
+            ``sam2``) when the cluster has GPUs, else 0.
+        detect_batch_frames: keyframes per detector actor call.
+        segment_batch_images: camera images per segmenter actor call.
+        task_num_cpus: CPUs per CPU-stage task.
+        max_retries: retries of a CPU task whose worker died (system failures; a stage's own error
+            is recorded for its clip, never retried).
+        max_restarts: restarts of a model actor whose process died (its pending calls are retried).
+        max_clips_in_flight: clips admitted at once (bounds memory); 0: twice the cluster's CPUs.
+    """
+
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    detect_actors: int | None = None
+    segment_actors: int | None = None
+    detect_num_gpus: float | None = None
+    segment_num_gpus: float | None = None
+    detect_batch_frames: int = 8
+    segment_batch_images: int = 24
+    task_num_cpus: float = 1.0
+    max_retries: int = 3
+    max_restarts: int = 3
+    max_clips_in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("num_cpus", "num_gpus"):
+            value = getattr(self, key)
+            if value is not None and value < 0:
+                raise ValueError(f"{key}: must be >= 0, got {value}")
+        for key in (
+            "detect_actors",
+            "segment_actors",
+            "detect_batch_frames",
+            "segment_batch_images",
+        ):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        for key in ("detect_num_gpus", "segment_num_gpus"):
+            value = getattr(self, key)
+            if value is not None and value < 0:
+                raise ValueError(f"{key}: must be >= 0, got {value}")
+        if not self.task_num_cpus > 0:
+            raise ValueError(f"task_num_cpus: must be > 0, got {self.task_num_cpus}")
+        for key in ("max_retries", "max_restarts", "max_clips_in_flight"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
+
+
+def _read_yaml_mapping(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(loaded).__name__}")
+    return dict(loaded)
+
+
+def load_run_config(
+    path: str | Path | None = None, **overrides: Any
+) -> tuple[PipelineConfig, RayOptions]:
+    """Read a YAML run config: its ``ray`` section as ``RayOptions``, the rest as ``PipelineConfig``.
+
+    ``overrides`` (not None) replace top-level pipeline keys (the command line's ``--detector``,
+    ``--segmenter``, ...). Errors name the file and the key.
+    """
+    where = "config"
+    data: dict[str, Any] = {}
+    if path is not None:
+        where = str(path)
+        data = _read_yaml_mapping(Path(path))
+    ray_data = data.pop("ray", None) or {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        config = dataclass_from_mapping(PipelineConfig, data, where)
+        ray_options = dataclass_from_mapping(RayOptions, ray_data, f"{where}: ray")
+    except ConfigError as e:
+        message = str(e)
+        raise ConfigError(message if message.startswith(where) else f"{where}: {message}") from None
+    return config, ray_options
 
 
 def load_pipeline_config(path: str | Path | None = None, **overrides: Any) -> PipelineConfig:
     """Read a YAML config (or the defaults when ``path`` is None) and apply keyword overrides."""
-    data: dict[str, Any] = {}
-    where = "config"
-    if path is not None:
-        path = Path(path)
-        where = str(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        data = dict(loaded or {})
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return dataclass_from_mapping(PipelineConfig, data, where)
+    return load_run_config(path, **overrides)[0]

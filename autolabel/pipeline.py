@@ -1,17 +1,29 @@
 """``autolabel run``: every stage on every clip, resumable, one bad clip never stops the run.
 
-Per clip, under ``OUT/<clip name>/``:
-- ``labels/detection.json``, ``labels/tracking.json``: nuScenes submission files (devkit-ready);
-- ``manifest.json``: inputs with hashes, config, package versions, seed, per-stage seconds and
-  counts, outputs with hashes. Only its ``stages.*.seconds`` fields differ between two runs.
-Run level: ``OUT/run_summary.json`` with every clip's status and, for failures, stage, file and
-message.
+A clip goes through ``read`` (its records from the dataset, then a check and hash of every sensor
+file it uses) and the stages of :mod:`autolabel.stages`. Its folder ``OUT/<clip>/`` receives the
+stage outputs and, last, ``manifest.json``: inputs with hashes, config (and its hash), package
+versions, seed, per-stage seconds and counts, and every output with its sha256. Only the
+``stages.*.seconds`` fields of the manifest differ between two runs of the same inputs and config;
+every other byte of the clip folder is identical.
+
+Resuming: a clip whose manifest matches the config and the inputs and whose outputs all still hash
+as recorded is skipped (``force`` recomputes it). A clip being recomputed loses its manifest
+first, so a run killed half-way through it leaves it incomplete, never stale; when it completes,
+files in its folder that it did not write (leftovers of another config, temp files of a killed
+write) are removed. All writes are atomic.
+
+Failures: an exception in a stage stops that clip only; the run summary records its stage, the file
+concerned (when known) and the message, and the run goes on. ``OUT/run_summary.json`` lists every
+clip's status, counts and seconds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -22,6 +34,15 @@ from typing import Any
 from autolabel.atomic_io import atomic_write_json, canonical_json
 from autolabel.clip import Clip
 from autolabel.config import PipelineConfig, config_to_dict
+from autolabel.stages import (  # noqa: F401  (detect_stage, track_stage: part of this API)
+    STAGE_NAMES,
+    STAGES,
+    Models,
+    StageContext,
+    StageResult,
+    detect_stage,
+    track_stage,
+)
 
 MANIFEST = "manifest.json"
 SUMMARY = "run_summary.json"
@@ -32,7 +53,19 @@ _VERSIONED_PACKAGES = (
     "numba",
     "opencv-python-headless",
     "pycocotools",
+    "pyarrow",
+    "torch",
 )
+#: Bytes per LiDAR point in a ``.pcd.bin`` file (5 float32: x, y, z, intensity, ring).
+LIDAR_POINT_BYTES = 20
+
+
+class InputFileError(ValueError):
+    """A sensor file of a clip is missing or malformed; ``path`` names it."""
+
+    def __init__(self, path: str | Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
 
 
 @dataclass
@@ -55,21 +88,6 @@ class ClipOutcome:
         }
 
 
-@dataclass
-class StageContext:
-    """What a stage sees: the clip, the run config, its output folder, and earlier stages' results."""
-
-    clip: Clip
-    config: PipelineConfig
-    clip_dir: Path
-    results: dict[str, Any] = field(default_factory=dict)
-
-
-#: A stage reads the context, may add results for later stages, writes its files (atomically) and
-#: returns (counts, written files relative to the clip folder).
-Stage = Callable[[StageContext], tuple[dict[str, int], list[str]]]
-
-
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -86,6 +104,28 @@ def clip_input_files(clip: Clip) -> list[Path]:
         files.extend(s.path for s in frame.sweeps)
         files.extend(img.path for img in frame.cameras.values())
     return sorted(set(files))
+
+
+def check_input_files(clip: Clip) -> None:
+    """Every sensor file exists and is non-empty; every LiDAR file holds whole points.
+
+    Raises:
+        InputFileError: naming the first bad file.
+    """
+    lidar = {f.lidar.path for f in clip.frames} | {s.path for f in clip.frames for s in f.sweeps}
+    for path in clip_input_files(clip):
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            raise InputFileError(path, "sensor file is missing") from None
+        if size == 0:
+            raise InputFileError(path, "sensor file is empty")
+        if path in lidar and size % LIDAR_POINT_BYTES:
+            raise InputFileError(
+                path,
+                f"{size} bytes is not a whole number of {LIDAR_POINT_BYTES}-byte LiDAR points "
+                "(truncated?)",
+            )
 
 
 def inputs_digest(clip: Clip) -> dict[str, Any]:
@@ -125,8 +165,6 @@ def outputs_complete(clip_dir: Path, config: PipelineConfig, inputs: dict[str, A
     manifest_path = clip_dir / MANIFEST
     if not manifest_path.is_file():
         return False
-    import json
-
     try:
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError):
@@ -141,131 +179,237 @@ def outputs_complete(clip_dir: Path, config: PipelineConfig, inputs: dict[str, A
 
 
 def failing_file(exc: BaseException) -> str:
-    """The file an exception is about, when it says (OSError.filename or a ``path`` attribute)."""
+    """The file an exception is about: ``OSError.filename``, a ``path`` attribute, or an
+    existing path that starts its message (``"<path>: what is wrong"``, the project's style)."""
     for attr in ("filename", "path"):
         value = getattr(exc, attr, None)
         if value:
             return str(value)
+    head = str(exc).split(": ", 1)[0].strip("'\"")
+    if head and ("/" in head or os.sep in head) and Path(head).exists():
+        return head
     return ""
 
 
-def run_stages(
-    ctx: StageContext, stages: list[tuple[str, Stage]], inputs: dict[str, Any]
-) -> ClipOutcome:
-    """Run ``stages`` in order on one clip and write its manifest; a failure stops this clip only."""
-    outcome = ClipOutcome(ctx.clip.name, "done")
-    outputs: dict[str, str] = {}
-    stage_records: dict[str, Any] = {}
-    for name, stage in stages:
+def error_record(stage: str, exc: BaseException) -> dict[str, str]:
+    """The run summary's record of a failure: stage, file, message and a short traceback."""
+    return {
+        "stage": stage,
+        "file": failing_file(exc),
+        "message": f"{type(exc).__name__}: {exc}",
+        "traceback": "".join(traceback.format_exception(exc, limit=-4)),
+    }
+
+
+@dataclass
+class ClipRun:
+    """One clip's run in progress: its context, the stages done and the files written.
+
+    It travels between processes in a Ray job (``StageContext.models`` pickles without models).
+
+    Attributes:
+        ctx: the stage context (clip, config, folder, results so far).
+        inputs: the inputs digest (``inputs_digest``).
+        seconds: seconds spent per stage so far (a stage may run in several parts).
+        stages: finished stages: name -> {"seconds", "counts"}.
+        outputs: written files relative to the clip folder -> sha256.
+        error: the failure record once a stage failed (later stages are not run).
+    """
+
+    ctx: StageContext
+    inputs: dict[str, Any]
+    seconds: dict[str, float] = field(default_factory=dict)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+    error: dict[str, str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.ctx.clip.name
+
+    def execute(self, stage: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` as (a part of) ``stage``; its seconds count toward the stage. An
+        exception is recorded as the clip's failure (None is returned); nothing runs after one."""
+        if self.error is not None:
+            return None
         start = time.perf_counter()
         try:
-            counts, written = stage(ctx)
+            return fn()
         except Exception as exc:  # one bad clip must not kill the run: record and move on
-            outcome.status = "failed"
-            outcome.error = {
-                "stage": name,
-                "file": failing_file(exc),
-                "message": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(limit=4),
-            }
-            return outcome
-        seconds = time.perf_counter() - start
-        outcome.stage_seconds[name] = round(seconds, 4)
-        outcome.counts.update({f"{name}.{k}": int(v) for k, v in counts.items()})
-        stage_records[name] = {
-            "seconds": round(seconds, 4),
+            self.error = error_record(stage, exc)
+            return None
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def complete(self, stage: str, result: StageResult | None) -> None:
+        """Record a finished stage: its counts, seconds, and the hashes of the files it wrote."""
+        if self.error is not None or result is None:
+            return
+        counts, written = result
+        self.stages[stage] = {
+            "seconds": round(self.seconds.get(stage, 0.0), 4),
             "counts": {k: int(v) for k, v in counts.items()},
         }
         for rel in written:
-            outputs[rel] = file_sha256(ctx.clip_dir / rel)
+            self.outputs[rel] = file_sha256(self.ctx.clip_dir / rel)
+
+    def run_stage(self, stage: str, fn: Callable[[StageContext], StageResult]) -> None:
+        self.complete(stage, self.execute(stage, lambda: fn(self.ctx)))
+
+
+def run_stages(
+    ctx: StageContext, stages: list[tuple[str, Callable[[StageContext], StageResult]]], inputs
+) -> ClipOutcome:
+    """Run ``stages`` in order on one clip and write its manifest; a failure stops this clip only."""
+    run = ClipRun(ctx, inputs)
+    for name, stage in stages:
+        run.run_stage(name, stage)
+    return finish_clip(run)
+
+
+def read_clip_records(nusc, scene_name: str, config: PipelineConfig) -> Clip:
+    """A clip's records from a loaded dataset (no sensor file is opened)."""
+    from autolabel.nuscenes_reader import read_clip
+
+    return read_clip(
+        nusc,
+        scene_name,
+        max_sweeps=config.read.max_sweeps,
+        with_ground_truth=config.detector == "gt",
+    )
+
+
+def prepare_clip(
+    clip: Clip,
+    out_dir: Path,
+    config: PipelineConfig,
+    force: bool,
+    read_seconds: float = 0.0,
+    models: Models | None = None,
+) -> ClipRun | ClipOutcome:
+    """The rest of the ``read`` stage: check and hash the clip's sensor files; then either the
+    ``skipped`` outcome (outputs complete) or a ``ClipRun`` ready for the stages (its folder's
+    manifest removed first, so that an interrupted run leaves it incomplete)."""
+    clip_dir = Path(out_dir) / clip.name
+    run = ClipRun(StageContext(clip, config, clip_dir, models=models), inputs={})
+    run.seconds["read"] = read_seconds
+    inputs = run.execute("read", lambda: (check_input_files(clip), inputs_digest(clip))[1])
+    if run.error is not None:
+        return finish_clip(run)
+    run.inputs = inputs
+    if not force and outputs_complete(clip_dir, config, inputs):
+        return ClipOutcome(clip.name, "skipped")
+    (clip_dir / MANIFEST).unlink(missing_ok=True)
+    images = sum(len(f.cameras) for f in clip.frames)
+    sweeps = sum(1 + len(f.sweeps) for f in clip.frames)
+    run.complete("read", ({"frames": len(clip.frames), "images": images, "sweeps": sweeps}, []))
+    return run
+
+
+def _remove_stale_files(clip_dir: Path, keep: set[str]) -> None:
+    """Remove files of the clip folder that this run did not write, then empty folders."""
+    for path in sorted(clip_dir.rglob("*"), reverse=True):
+        rel = path.relative_to(clip_dir).as_posix()
+        if path.is_dir():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif rel not in keep:
+            path.unlink(missing_ok=True)
+
+
+def finish_clip(run: ClipRun) -> ClipOutcome:
+    """Write the manifest of a clip whose stages all ran; the outcome either way."""
+    outcome = ClipOutcome(
+        run.name,
+        "failed" if run.error else "done",
+        stage_seconds={k: round(v, 4) for k, v in run.seconds.items()},
+        counts={
+            f"{stage}.{k}": v for stage, rec in run.stages.items() for k, v in rec["counts"].items()
+        },
+        error=run.error,
+    )
+    if run.error is not None:
+        return outcome
+    config = run.ctx.config
     manifest = {
-        "clip": ctx.clip.name,
-        "config": config_to_dict(ctx.config),
-        "config_sha256": config_hash(ctx.config),
-        "seed": ctx.config.seed,
-        "inputs": inputs,
+        "clip": run.name,
+        "config": config_to_dict(config),
+        "config_sha256": config_hash(config),
+        "seed": config.seed,
+        "inputs": run.inputs,
         "versions": package_versions(),
-        "stages": stage_records,
-        "outputs": dict(sorted(outputs.items())),
+        "stages": run.stages,
+        "outputs": dict(sorted(run.outputs.items())),
     }
-    atomic_write_json(ctx.clip_dir / MANIFEST, manifest, indent=1)
+    _remove_stale_files(run.ctx.clip_dir, set(run.outputs))
+    atomic_write_json(run.ctx.clip_dir / MANIFEST, manifest, indent=1)
     return outcome
 
 
-def detect_stage(ctx: StageContext) -> tuple[dict[str, int], list[str]]:
-    """3D boxes per keyframe with the configured backend -> ``labels/detection.json``."""
-    from detectors import get_detector
-    from detectors.detection_results import write_detection_submission
-
-    detector = get_detector(ctx.config.detector, ctx.config.detector_options)
-    boxes = detector.detect_clip(ctx.clip)
-    ctx.results["detections"] = boxes
-    tokens = [f.token for f in ctx.clip.frames]
-    write_detection_submission(
-        ctx.clip_dir / "labels" / "detection.json", tokens, boxes, detector.meta
-    )
-    return {"frames": len(boxes), "boxes": sum(len(b) for b in boxes)}, ["labels/detection.json"]
-
-
-def track_stage(ctx: StageContext) -> tuple[dict[str, int], list[str]]:
-    """Consistent track ids and track velocities -> ``labels/tracking.json``."""
-    import numpy as np
-
-    from trackers import get_tracker
-    from trackers.tracking_results import write_tracking_submission
-
-    tracker = get_tracker(ctx.config.tracker, ctx.config.tracker_options)
-    times = np.array([f.time_s for f in ctx.clip.frames])
-    tracks = tracker.track_clip(times, ctx.results["detections"])
-    ctx.results["tracks"] = tracks
-    tokens = [f.token for f in ctx.clip.frames]
-    write_tracking_submission(ctx.clip_dir / "labels" / "tracking.json", tokens, tracks)
-    ids = np.unique(np.concatenate([t.track_id for t in tracks])) if tracks else np.zeros(0)
-    return {"tracks": len(ids), "boxes": sum(len(t) for t in tracks)}, ["labels/tracking.json"]
-
-
-#: The stages of ``autolabel run`` in order.
-STAGES: list[tuple[str, Stage]] = [("detect", detect_stage), ("track", track_stage)]
+def run_clip(
+    nusc,
+    scene_name: str,
+    out_dir: Path,
+    config: PipelineConfig,
+    force: bool = False,
+    models: Models | None = None,
+) -> ClipOutcome:
+    """Every stage on one clip of a loaded dataset; never raises for a bad clip, records it."""
+    start = time.perf_counter()
+    try:
+        clip = read_clip_records(nusc, scene_name, config)
+    except Exception as exc:  # a bad clip is reported, the run goes on
+        return ClipOutcome(scene_name, "failed", error=error_record("read", exc))
+    run = prepare_clip(clip, out_dir, config, force, time.perf_counter() - start, models)
+    if isinstance(run, ClipOutcome):
+        return run
+    for name, stage in STAGES:
+        run.run_stage(name, stage)
+    return finish_clip(run)
 
 
 @dataclass
 class RunSummary:
-    """Outcome of ``run_pipeline``: one ``ClipOutcome`` per clip and where the outputs are."""
+    """Outcome of a run: one ``ClipOutcome`` per clip and where the outputs are."""
 
     out_dir: Path
     clips: list[ClipOutcome]
+    seconds: float = 0.0
+    executor: str = "local"
 
     @property
     def failed(self) -> list[ClipOutcome]:
         return [c for c in self.clips if c.status == "failed"]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"out_dir": str(self.out_dir), "clips": [c.as_dict() for c in self.clips]}
+        return {
+            "out_dir": str(self.out_dir),
+            "executor": self.executor,
+            "seconds": round(self.seconds, 3),
+            "stages": list(STAGE_NAMES),
+            "clips": [c.as_dict() for c in self.clips],
+        }
 
 
-def run_clip(
-    nusc, scene_name: str, out_dir: Path, config: PipelineConfig, force: bool = False
-) -> ClipOutcome:
-    """Every stage on one clip of a loaded dataset; never raises for a bad clip, records it."""
-    from autolabel.nuscenes_reader import read_clip
+def write_run_summary(summary: RunSummary) -> Path:
+    return atomic_write_json(Path(summary.out_dir) / SUMMARY, summary.as_dict(), indent=1)
 
-    clip_dir = Path(out_dir) / scene_name
-    try:
-        clip = read_clip(nusc, scene_name)
-        inputs = inputs_digest(clip)
-    except Exception as exc:  # a bad clip is reported, the run goes on
-        return ClipOutcome(
-            scene_name,
-            "failed",
-            error={
-                "stage": "read",
-                "file": failing_file(exc),
-                "message": f"{type(exc).__name__}: {exc}",
-            },
-        )
-    if not force and outputs_complete(clip_dir, config, inputs):
-        return ClipOutcome(scene_name, "skipped")
-    return run_stages(StageContext(clip, config, clip_dir), STAGES, inputs)
+
+def select_clips(nusc, scenes: list[str] | None, dataroot: str | Path = "") -> list[str]:
+    """Scene names to run, in the dataset's order; all when ``scenes`` is empty.
+
+    Raises:
+        KeyError: a requested scene is not in the dataset.
+    """
+    from autolabel.nuscenes_reader import list_clips
+
+    names = list_clips(nusc)
+    if scenes:
+        missing = sorted(set(scenes) - set(names))
+        if missing:
+            raise KeyError(f"scenes not in {dataroot}: {missing}")
+        names = [n for n in names if n in set(scenes)]
+    return names
 
 
 def run_pipeline(
@@ -277,27 +421,25 @@ def run_pipeline(
     force: bool = False,
     progress: bool = True,
 ) -> RunSummary:
-    """Run every stage on every clip (or ``scenes``) of a dataset; write ``run_summary.json``.
-
-    Clips whose outputs are complete for this config and inputs are skipped unless ``force``.
+    """Run every stage on every clip (or ``scenes``) of a dataset, one clip after another, in this
+    process; write ``run_summary.json``. Clips whose outputs are complete for this config and
+    inputs are skipped unless ``force``.
     """
     from tqdm import tqdm
 
-    from autolabel.nuscenes_reader import list_clips, open_dataset
+    from autolabel.nuscenes_reader import open_dataset
 
+    start = time.perf_counter()
     config = config or PipelineConfig()
     out_dir = Path(out_dir)
     nusc = open_dataset(dataroot, version)
-    names = list_clips(nusc)
-    if scenes:
-        missing = sorted(set(scenes) - set(names))
-        if missing:
-            raise KeyError(f"scenes not in {dataroot} {version}: {missing}")
-        names = [n for n in names if n in set(scenes)]
-    outcomes = [
-        run_clip(nusc, name, out_dir, config, force)
-        for name in tqdm(names, desc="clips", unit="clip", disable=not progress)
-    ]
-    summary = RunSummary(out_dir, outcomes)
-    atomic_write_json(out_dir / SUMMARY, summary.as_dict(), indent=1)
+    names = select_clips(nusc, scenes, dataroot)
+    models = Models(config)
+    outcomes = []
+    with tqdm(names, desc="clips", unit="clip", disable=not progress) as bar:
+        for name in bar:
+            bar.set_postfix_str(name)
+            outcomes.append(run_clip(nusc, name, out_dir, config, force, models))
+    summary = RunSummary(out_dir, outcomes, time.perf_counter() - start, "local")
+    write_run_summary(summary)
     return summary

@@ -180,6 +180,34 @@ def test_ego_stays_on_the_drivable_area_and_poses_follow_timestamps(nusc):
         assert cam["timestamp"] > lidar["timestamp"] and cam_pose["timestamp"] == cam["timestamp"]
 
 
+def test_devkit_velocities_agree_with_the_true_motion(nusc, dataset):
+    """The devkit's finite-difference velocity of an annotation (from its neighbours) matches the
+    object's true velocity (side file of the sample's front image, a few ms later)."""
+    root = dataset[0]
+    checked = 0
+    for sample in nusc.sample:
+        gt = load_image_ground_truth(root, "CAM_FRONT", sample["data"]["CAM_FRONT"])
+        truth = {o["annotation_token"]: o for o in gt.index["objects"] if o["annotation_token"]}
+        for ann_token in sample["anns"]:
+            ann = nusc.get("sample_annotation", ann_token)
+            if ann_token not in truth or not (ann["prev"] and ann["next"]):
+                continue
+            estimate = nusc.box_velocity(ann_token)[:2]
+            assert np.linalg.norm(estimate - np.array(truth[ann_token]["velocity"])) < 0.6
+            checked += 1
+    assert checked >= 20
+
+
+def test_scene_facts_list_stride_qa_situations(nusc, dataset):
+    facts = json.loads((dataset[0] / "synth_gt" / "scenes.json").read_text())
+    assert set(facts) == {s["name"] for s in nusc.scene}
+    instances = {i["token"] for i in nusc.instance}
+    for scene in facts.values():
+        situations = {o["situation"] for o in scene["objects"]}
+        assert {"parked", "construction", "oncoming"} <= situations
+        assert {o["instance_token"] for o in scene["objects"]} - {None} <= instances
+
+
 def _global_SE3_camera(nusc, sd_token: str) -> tuple[SE3, np.ndarray]:
     sd = nusc.get("sample_data", sd_token)
     pose = nusc.get("ego_pose", sd["ego_pose_token"])
@@ -305,6 +333,23 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert digest_a != _tree_digest(tmp_path / "c")
 
 
+def test_camera_sweeps_are_non_key_images_between_keyframes(tmp_path):
+    config = SynthConfig(
+        scenes=1, seconds=1.0, width_px=64, height_px=36, extra_agents=2, camera_sweep_hz=4.0,
+        progress=False,
+    )  # fmt: skip
+    generate_dataset(tmp_path, config)
+    nusc = NuScenes(VERSION, str(tmp_path), verbose=False)
+    first = nusc.get("sample_data", nusc.sample[0]["data"]["CAM_FRONT_LEFT"])
+    second = nusc.get("sample_data", first["next"])
+    third = nusc.get("sample_data", second["next"])
+    assert not second["is_key_frame"] and second["filename"].startswith("sweeps/CAM_FRONT_LEFT/")
+    assert third["is_key_frame"] and third["token"] == nusc.sample[1]["data"]["CAM_FRONT_LEFT"]
+    assert second["sample_token"] == nusc.sample[1]["token"]
+    assert third["timestamp"] - first["timestamp"] == 500_000
+    assert (tmp_path / second["filename"]).stat().st_size > 0
+
+
 def test_refuses_to_overwrite_without_permission(tmp_path):
     small = SynthConfig(scenes=1, seconds=0.5, width_px=32, height_px=18, extra_agents=0, progress=False)  # fmt: skip
     generate_dataset(tmp_path, small)
@@ -333,3 +378,35 @@ def test_logs_hold_two_scenes_from_four_scenes_on():
     assert SynthConfig(scenes=3).logs_scenes == 1
     assert SynthConfig(scenes=4).logs_scenes == 2
     assert SynthConfig(scenes=4, scenes_per_log=3).logs_scenes == 3
+
+
+def test_yaml_config_with_overrides_and_key_named_errors(tmp_path):
+    from autolabel.config import ConfigError
+    from autolabel.synth.config import load_synth_config
+
+    path = tmp_path / "synth.yaml"
+    path.write_text("scenes: 3\nseconds: 4.0\nsplit_names: [s_train, s_val]\n")
+    config = load_synth_config(path, seconds=6.0, seed=None)
+    assert (config.scenes, config.seconds, config.seed) == (3, 6.0, 0)
+    assert config.split_names == ("s_train", "s_val")
+    path.write_text("scenes: 3\nsplit_names: [train, val]\n")
+    with pytest.raises(ConfigError, match="split_names"):
+        load_synth_config(path)
+    path.write_text("sceens: 3\n")
+    with pytest.raises(ConfigError, match="unknown key 'sceens'"):
+        load_synth_config(path)
+
+
+def test_cli_synth_writes_a_loadable_dataset(tmp_path):
+    from typer.testing import CliRunner
+
+    from autolabel.cli import app
+
+    args = ["synth", str(tmp_path), "--scenes", "1", "--seconds", "0.5", "--width", "48"]
+    result = CliRunner().invoke(app, [*args, "--height", "27", "--seed", "2"])
+    assert result.exit_code == 0, result.output
+    assert "samples: 1" in result.output
+    nusc = NuScenes(VERSION, str(tmp_path), verbose=False)
+    assert len(nusc.sample) == 1 and nusc.scene[0]["name"] == "synth-0000"
+    again = CliRunner().invoke(app, [*args, "--height", "27"])
+    assert again.exit_code != 0 and "already exists" in again.output

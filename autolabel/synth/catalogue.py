@@ -213,7 +213,7 @@ def object_parts(
             ((0.0, 0.0, 0.5 * h - 0.5 * HEAD_HEIGHT_M), (w, length, HEAD_HEIGHT_M), PART_FACE, skin.astype(np.uint8))
         )  # fmt: skip
     elif class_name in ("bicycle", "motorcycle"):
-        frame_h = min(h, 1.0 if class_name == "bicycle" else 1.1)
+        frame_h = min(h, 1.0 if class_name == "bicycle" else 1.1) if has_rider else h
         parts.append(((0.0, 0.0, bottom + 0.5 * frame_h), (w, length, frame_h), PART_BODY, colour))
         if has_rider:
             seat = frame_h - 0.3

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import yaml
 from nuscenes.utils.splits import create_splits_scenes
+
+from autolabel.config import ConfigError, dataclass_from_mapping
 
 #: Split names the devkit resolves itself (hard-coded nuScenes scene lists); a custom split in
 #: ``splits.json`` is only read for names outside this set (nuscenes-devkit 1.2.0
@@ -68,8 +73,8 @@ class SynthConfig:
     all_classes: bool = True
     extra_agents: int = 14
     min_lidar_points: int = 1
-    lidar_range_noise_m: float = 0.01
-    lidar_dropout: float = 0.0
+    lidar_range_noise_m: float = 0.02
+    lidar_dropout: float = 0.02
     jpeg_quality: int = 90
     progress: bool = True
 
@@ -85,8 +90,8 @@ class SynthConfig:
             fail("keyframe_hz", "must be > 0")
         if not self.seconds * self.keyframe_hz >= 1:
             fail("seconds", f"must hold at least one keyframe at {self.keyframe_hz} Hz")
-        if self.seconds > 120:
-            fail("seconds", "must be <= 120 (the world is sized for short clips)")
+        if self.seconds > 60:
+            fail("seconds", "must be <= 60 (the world is sized for short clips)")
         ratio = self.lidar_hz / self.keyframe_hz
         if not self.lidar_hz > 0 or abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
             fail("lidar_hz", f"must be a positive whole multiple of keyframe_hz={self.keyframe_hz}")
@@ -144,3 +149,29 @@ class SynthConfig:
         if self.scenes_per_log:
             return self.scenes_per_log
         return 2 if self.scenes >= 4 else 1
+
+
+def load_synth_config(path: str | Path | None = None, **overrides: Any) -> SynthConfig:
+    """A ``SynthConfig`` from a YAML file of its fields (or the defaults when ``path`` is None),
+    with keyword overrides applied (None values are ignored).
+
+    Raises:
+        ConfigError: a missing or malformed file, an unknown key, a value of the wrong type or an
+            invalid value; the message names the file and the key.
+    """
+    data: dict[str, Any] = {}
+    where = "synth config"
+    if path is not None:
+        path = Path(path)
+        where = str(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of SynthConfig fields")
+        data = dict(loaded or {})
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return dataclass_from_mapping(SynthConfig, data, where)

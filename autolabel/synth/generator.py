@@ -20,6 +20,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,7 +40,7 @@ from autolabel.synth.lidar_sim import LidarNoise, simulate_sweep
 from autolabel.synth.nuscenes_writer import (
     NuScenesTables,
     encode_jpeg,
-    encode_png,
+    encode_png_gray,
     write_pcd_bin,
 )
 from autolabel.synth.render import render_camera
@@ -202,6 +204,17 @@ class _DatasetWriter:
             self._sensor(cam.channel, "camera")
         self._sensor(rig.lidar.channel, "lidar")
         self.class_counts = dict.fromkeys(DETECTION_CLASSES, 0)
+        self.seconds: dict[str, float] = {}
+        self.scene_facts: dict[str, dict] = {}
+
+    @contextmanager
+    def timed(self, stage: str):
+        """Adds the wall time of the block to ``seconds[stage]`` (reported, never written)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
     def _sensor(self, channel: str, modality: str) -> None:
         token = self.tables.token("sensor", channel)
@@ -217,10 +230,12 @@ class _DatasetWriter:
         log_rng = np.random.default_rng([cfg.seed, log_index, 0])
         layout = sample_layout(log_rng, 0.0)
         scene_rngs = [np.random.default_rng([cfg.seed, log_index, 1, s]) for s in scene_indices]
-        egos = [sample_ego(layout, rng, t0_s, t1_s) for rng in scene_rngs]
+        with self.timed("plan"):
+            egos = [sample_ego(layout, rng, t0_s, t1_s) for rng in scene_rngs]
         half = _world_half_extent([e for e, _ in egos], t0_s, t1_s)
         layout = replace(layout, centre_xy=np.array([half, half]))
-        world = build_world(layout, half, log_rng)
+        with self.timed("world"):
+            world = build_world(layout, half, log_rng)
 
         log_token = self.tables.token("log", log_index)
         map_token = self.tables.token("map", log_index)
@@ -239,7 +254,7 @@ class _DatasetWriter:
             },
         )
         map_file = f"maps/{map_token}.png"
-        atomic_write_bytes(self.root / map_file, encode_png(world.map_mask, compression=6))
+        atomic_write_bytes(self.root / map_file, encode_png_gray(world.map_mask))
         self.tables.add(
             "map",
             {
@@ -255,9 +270,10 @@ class _DatasetWriter:
             zip(scene_indices, scene_rngs, egos, strict=True)
         ):
             ego = ego.with_layout(layout)
-            agents = sample_agents(
-                layout, ego, lead, rng, t0_s, t1_s, cfg.all_classes, cfg.extra_agents
-            )
+            with self.timed("plan"):
+                agents = sample_agents(
+                    layout, ego, lead, rng, t0_s, t1_s, cfg.all_classes, cfg.extra_agents
+                )
             start_us = log_start_us + k * (clip_us + SCENE_GAP_US) - int(tl.all_us[0])
             name = f"synth-{scene_index:04d}"
             description = (
@@ -359,11 +375,13 @@ class _DatasetWriter:
             i = at[int(t_us)]
             g_lidar = global_SE3_ego(i).compose(lidar.ego_SE3_lidar)
             rng = np.random.default_rng([cfg.seed, scene_index, 2, k])
-            points, _ = simulate_sweep(lidar, g_lidar, boxes_at(i), rng, self.noise)
+            with self.timed("lidar"):
+                points, _ = simulate_sweep(lidar, g_lidar, boxes_at(i), rng, self.noise)
             j = int(tl.lidar_keyframe[k])
             folder = "samples" if j >= 0 else "sweeps"
             filename = f"{folder}/{lidar.channel}/{logfile}__{lidar.channel}__{start_us + int(t_us)}.pcd.bin"
-            write_pcd_bin(self.root / filename, points)
+            with self.timed("write"):
+                write_pcd_bin(self.root / filename, points)
             sample_data(lidar.channel, k, i, int(tl.lidar_sample[k]), j >= 0, filename, 0, 0)
             if j >= 0:
                 lidar_key_index[j] = i
@@ -379,6 +397,25 @@ class _DatasetWriter:
             tok("instance", scene_index, a) if has_instance[a] else None for a in range(n_obj)
         ]
         ann_token = [[tok("sample_annotation", scene_index, a, j) for a in range(n_obj)] for j in range(k_count)]  # fmt: skip
+
+        self.scene_facts[name] = {
+            "scene_token": scene_token,
+            "ego_scenario": ego.scenario,
+            "ego_lane": ego.lane,
+            "ego_stop_window_s": list(ego.stop_window_s) if ego.stop_window_s else None,
+            "objects": [
+                {
+                    "object_index": a,
+                    "instance_token": inst_token[a],
+                    "detection_name": DETECTION_CLASSES[agents.class_index[a]],
+                    "category_name": str(agents.category[a]),
+                    "situation": str(agents.situation[a]),
+                    "has_rider": bool(agents.has_rider[a]),
+                    "parked": bool(agents.parked[a]),
+                }
+                for a in range(n_obj)
+            ],
+        }
 
         # Cameras: keyframe images with their side files, then intermediate images.
         visible_sum = np.zeros((k_count, n_obj), np.int64)
@@ -486,11 +523,16 @@ class _DatasetWriter:
 
     def _render(self, cam, global_SE3_ego: SE3, boxes, world: World, filename: str, n_obj: int, stats: bool):  # fmt: skip
         g_cam = global_SE3_ego.compose(cam.ego_SE3_camera)
-        result = render_camera(cam, g_cam, boxes, world.ground)
-        atomic_write_bytes(self.root / filename, encode_jpeg(result.image, self.cfg.jpeg_quality))
+        with self.timed("render"):
+            result = render_camera(cam, g_cam, boxes, world.ground)
+        with self.timed("write"):
+            atomic_write_bytes(
+                self.root / filename, encode_jpeg(result.image, self.cfg.jpeg_quality)
+            )
         if not stats:
             return None
-        return object_pixels(result, boxes, n_obj)
+        with self.timed("pixels"):
+            return object_pixels(result, boxes, n_obj)
 
     def _write_side_files(
         self, rec, scene_token, cam, pix, agents, center, yaw, vel, attrs, inst_token, ann_token, annotated
@@ -536,11 +578,12 @@ class _DatasetWriter:
             "objects": objects,
         }
         root = self.root
-        atomic_write_bytes(root / paths["ids_png"], encode_png(pix.ids))
-        atomic_write_bytes(root / paths["face_png"], encode_png(pix.face_mask))
-        atomic_write_bytes(root / paths["plate_png"], encode_png(pix.plate_mask))
-        text = json.dumps(index, sort_keys=True, allow_nan=False)
-        atomic_write_bytes(root / paths["index"], (text + "\n").encode("utf-8"))
+        with self.timed("write"):
+            atomic_write_bytes(root / paths["ids_png"], encode_png_gray(pix.ids))
+            atomic_write_bytes(root / paths["face_png"], encode_png_gray(pix.face_mask > 0))
+            atomic_write_bytes(root / paths["plate_png"], encode_png_gray(pix.plate_mask > 0))
+            text = json.dumps(index, sort_keys=True, allow_nan=False)
+            atomic_write_bytes(root / paths["index"], (text + "\n").encode("utf-8"))
 
 
 def _round(values: np.ndarray, digits: int = 6) -> list[float]:
@@ -567,7 +610,8 @@ def generate_dataset(
 
     Returns:
         A summary: dataroot, version, scene names, split scene lists, counts of records and
-        annotations per detection class.
+        annotations per detection class, and wall seconds per stage (plan, world, lidar, render,
+        pixels, write, tables; not written anywhere, so outputs stay byte-identical).
 
     Raises:
         FileExistsError: ``out_dir`` already holds a dataset and ``overwrite`` is False.
@@ -599,9 +643,12 @@ def generate_dataset(
     table_root = root / cfg.version
     text = json.dumps(splits, indent=1, sort_keys=True)
     atomic_write_bytes(table_root / "splits.json", (text + "\n").encode("utf-8"))
+    facts_text = json.dumps(writer.scene_facts, indent=1, sort_keys=True, allow_nan=False)
+    atomic_write_bytes(root / GT_DIR / "scenes.json", (facts_text + "\n").encode("utf-8"))
     config_text = json.dumps(config_to_dict(cfg), indent=1, sort_keys=True)
     atomic_write_bytes(root / GT_DIR / "config.json", (config_text + "\n").encode("utf-8"))
-    writer.tables.write(table_root)  # last: a dataset is loadable only once complete
+    with writer.timed("tables"):
+        writer.tables.write(table_root)  # last: a dataset is loadable only once complete
     t = writer.tables.tables
     return {
         "dataroot": str(root),
@@ -614,4 +661,5 @@ def generate_dataset(
         "sample_annotations": len(t["sample_annotation"]),
         "instances": len(t["instance"]),
         "annotations_per_class": dict(writer.class_counts),
+        "seconds_by_stage": {k: round(v, 3) for k, v in sorted(writer.seconds.items())},
     }

@@ -5,11 +5,14 @@ camera image (one nuScenes ``sample_data`` of a ``CAM_*`` channel with ``is_key_
 generator writes, under ``<dataroot>/synth_gt/``::
 
     config.json                                 the SynthConfig that generated the dataset
+    scenes.json                                 per scene: the ego's scenario and every object's
+                                                class, situation and instance (below)
     <CHANNEL>/<sample_data_token>.json          the image's index (below)
     <CHANNEL>/<sample_data_token>_ids.png       16-bit instance-id buffer (H, W)
-    <CHANNEL>/<sample_data_token>_face.png      8-bit mask, 255 on visible face (head) pixels
-    <CHANNEL>/<sample_data_token>_plate.png     8-bit mask, 255 on visible licence-plate pixels
+    <CHANNEL>/<sample_data_token>_face.png      1-bit mask, 1 on visible face (head) pixels
+    <CHANNEL>/<sample_data_token>_plate.png     1-bit mask, 1 on visible licence-plate pixels
 
+Masks are 1-bit greyscale PNGs (OpenCV reads them as 0 / 255, Pillow as mode "1").
 Id buffer: 0 where no listed object is the surface seen (sky, ground, buildings); ``k`` where the
 object ``objects[k - 1]`` of the index is. Objects are listed when they would cover at least one
 pixel of the image with nothing else in the scene (so fully occluded objects are listed with
@@ -36,6 +39,13 @@ Index JSON (``ImageGroundTruth``): ``sample_data_token``, ``sample_token``, ``sc
   in the global frame *at this image's timestamp* (cameras fire a few milliseconds after the
   LiDAR; the sample_annotation is at the LiDAR's time);
 * ``velocity``: global (vx, vy) at this image's timestamp, m/s.
+
+``scenes.json`` maps each scene name to ``scene_token``, ``ego_scenario`` (see
+``ego_motion``), ``ego_lane``, ``ego_stop_window_s`` ([first, last] clip second the ego stands
+still, or null) and ``objects``: ``object_index``, ``instance_token`` (null when never annotated),
+``detection_name``, ``category_name``, ``situation`` (see ``scenario``: following, diverging,
+overtaking, moving_away, oncoming, crossing, parked, construction, sidewalk), ``has_rider``,
+``parked``.
 
 A sample_annotation's ``visibility_token`` bins, over the six keyframe images of its sample, the
 fraction sum(visible_px) / sum(unoccluded_px) (nuScenes bins 0-40, 40-60, 60-80, 80-100 %).
@@ -112,7 +122,7 @@ def load_image_ground_truth(
         raise FileNotFoundError(f"{path}: no synthetic ground truth for this image")
     index = json.loads(path.read_text())
     ids = _read_png(root / index["ids_png"], np.uint16)
-    face = _read_png(root / index["face_png"], np.uint8) > 0
+    face = _read_png(root / index["face_png"], np.uint8) > 0  # OpenCV expands 1-bit to 0 / 255
     plate = _read_png(root / index["plate_png"], np.uint8) > 0
     if ids.shape != (index["height"], index["width"]):
         raise ValueError(f"{root / index['ids_png']}: size differs from the index's")

@@ -100,8 +100,9 @@ class SpeedProfile:
 
     Attributes:
         t0_s: time of the first grid sample, seconds (clip time).
-        speed_mps: (K,) speed at ``t0_s + k PROFILE_DT_S``, >= 0.
-        distance_m: (K,) distance travelled since ``t0_s`` plus the start offset.
+        speed_mps: (K,) rate of change of ``distance_m`` at ``t0_s + k PROFILE_DT_S``, m/s;
+            negative while moving backwards along the path.
+        distance_m: (K,) position along the path (distance travelled plus the start offset).
     """
 
     t0_s: float
@@ -193,12 +194,16 @@ class Mover:
     reverse_heading: bool = False
 
     def states(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Centre xy (N, 2), yaw (N,) and velocity (N, 2) at clip times ``t_s`` (N,)."""
+        """Centre xy (N, 2), yaw (N,) and velocity (N, 2) at clip times ``t_s`` (N,).
+
+        The box faces its direction of travel: along the path, or against it while the profile
+        runs backwards (``reverse_heading`` flips both).
+        """
         s = self.profile.distance_at(t_s)
         xy, heading = self.path.at(s)
         speed = self.profile.speed_at(t_s)
         vel = speed[:, None] * np.stack([np.cos(heading), np.sin(heading)], axis=-1)
-        yaw = heading + (np.pi if self.reverse_heading else 0.0)
+        yaw = heading + np.where(speed < 0, np.pi, 0.0) + (np.pi if self.reverse_heading else 0.0)
         return xy, np.mod(yaw + np.pi, 2 * np.pi) - np.pi, vel
 
     @classmethod

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
+import zlib
 from pathlib import Path
 
 import cv2
@@ -115,24 +117,48 @@ class NuScenesTables:
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
-    """JPEG bytes of an (H, W, 3) uint8 RGB image."""
-    ok, buf = cv2.imencode(
-        ".jpg", np.ascontiguousarray(rgb[:, :, ::-1]), [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
-    )
+    """JPEG bytes of an (H, W, 3) uint8 RGB image (OpenCV, baseline)."""
+    bgr = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
     if not ok:
         raise RuntimeError("OpenCV could not encode a JPEG")
     return buf.tobytes()
 
 
-def encode_png(image: np.ndarray, compression: int = 3) -> bytes:
-    """PNG bytes of an (H, W) uint8 / uint16 or (H, W, 3) uint8 RGB image (lossless)."""
-    img = image[:, :, ::-1] if image.ndim == 3 else image
-    ok, buf = cv2.imencode(
-        ".png", np.ascontiguousarray(img), [cv2.IMWRITE_PNG_COMPRESSION, int(compression)]
+def _png_chunk(tag: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(tag + data) & 0xFFFFFFFF
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", crc)
+
+
+def encode_png_gray(image: np.ndarray) -> bytes:
+    """Lossless PNG bytes of an (H, W) single-channel image: bool (1-bit), uint8 or uint16.
+
+    A minimal encoder (no row filters, zlib level 1): label buffers and
+    masks are mostly runs of one value, which this compresses well and several times faster than
+    libpng's adaptive filtering. Any PNG reader decodes it (OpenCV reads 1-bit images as 0 / 255,
+    Pillow as mode "1"; the devkit's MapMask reads the 8-bit map masks).
+    """
+    img = np.asarray(image)
+    if img.ndim != 2 or img.dtype not in (np.bool_, np.uint8, np.uint16):
+        raise ValueError(f"encode_png_gray: need (H, W) bool, uint8 or uint16, got {img.dtype} {img.shape}")  # fmt: skip
+    height, width = img.shape
+    if img.dtype == np.bool_:
+        depth, packed = 1, np.packbits(img, axis=1)
+    else:
+        depth = 8 * img.dtype.itemsize
+        packed = img.astype(img.dtype.newbyteorder(">"), copy=False).view(np.uint8)
+        packed = packed.reshape(height, -1)
+    rows = np.zeros((height, packed.shape[1] + 1), np.uint8)  # filter byte 0 (none) per row
+    rows[:, 1:] = packed
+    packer = zlib.compressobj(1)
+    idat = packer.compress(rows.tobytes()) + packer.flush()
+    header = struct.pack(">IIBBBBB", width, height, depth, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", idat)
+        + _png_chunk(b"IEND", b"")
     )
-    if not ok:
-        raise RuntimeError("OpenCV could not encode a PNG")
-    return buf.tobytes()
 
 
 def write_pcd_bin(path: Path, points: np.ndarray) -> None:

@@ -58,6 +58,8 @@ CLEARANCE_M = 0.3
 #: Time step of the overlap check, seconds.
 CHECK_STEP_S = 0.1
 _TRIES = 25
+#: Turns start and end this far outside the junction (beyond the zebra crossings), metres.
+_TURN_SETBACK_M = CROSSWALK_GAP_M + CROSSWALK_WIDTH_M
 
 
 @dataclass
@@ -259,8 +261,9 @@ class _Builder:
         lay = self.layout
         v_in = lay.main_lane_v(direction, lane)
         u_out = lay.cross_lane_u(to_dir, to_lane)
-        entry = np.array([-direction * lay.cross_half_m, v_in])
-        exit_ = np.array([u_out, to_dir * lay.main_drive_half_m])
+        # From the stop line's crossing to past the far crossing: a turn of 6-15 m radius.
+        entry = np.array([-direction * (lay.cross_half_m + _TURN_SETBACK_M), v_in])
+        exit_ = np.array([u_out, to_dir * (lay.main_half_m + _TURN_SETBACK_M)])
         h_in = 0.0 if direction > 0 else np.pi
         h_out = to_dir * np.pi / 2
         pts = np.concatenate(
@@ -278,8 +281,8 @@ class _Builder:
         lay = self.layout
         u_in = lay.cross_lane_u(direction, lane)
         v_out = lay.main_lane_v(to_dir, to_lane)
-        entry = np.array([u_in, -direction * lay.main_drive_half_m])
-        exit_ = np.array([to_dir * lay.cross_half_m, v_out])
+        entry = np.array([u_in, -direction * (lay.main_half_m + _TURN_SETBACK_M)])
+        exit_ = np.array([to_dir * (lay.cross_half_m + _TURN_SETBACK_M), v_out])
         h_in = direction * np.pi / 2
         h_out = 0.0 if to_dir > 0 else np.pi
         pts = np.concatenate(
@@ -513,10 +516,10 @@ class _Builder:
         u_w = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.sin(phase + 0.25 * (grid - self.t0))
         path = self._main_path(+1, v_p)
         d = u_w - PATH_START_U
-        speed = np.gradient(d, 0.01)
+        speed = np.gradient(d, 0.01)  # signed: the worker turns round at each end
         agents.append(
             self._agent(
-                "pedestrian", path, SpeedProfile(float(grid[0]), np.abs(speed), d), "construction",
+                "pedestrian", path, SpeedProfile(float(grid[0]), speed, d), "construction",
                 category="human.pedestrian.construction_worker",
             )
         )  # fmt: skip
@@ -638,6 +641,9 @@ def sample_agents(
             place(lambda: b.oncoming("motorcycle")) or place(lambda: b.parked("motorcycle"))
         else:
             place(lambda: b.parked("motorcycle")) or place(lambda: b.oncoming("motorcycle"))
+        # Small objects hide easily behind others: keep a still one near the route as well.
+        if not any(a.class_name == "motorcycle" and a.parked for a in placer.agents):
+            place(lambda: b.parked("motorcycle"))
         place(lambda: b.cyclist()) or place(lambda: b.crossing_vehicle("bicycle"))
         place(lambda: b.parked_bicycle_on_sidewalk())
         place(lambda: b.sidewalk_pedestrian())

@@ -35,6 +35,8 @@ STOP_LINE_GAP_M = 5.0
 #: nuScenes map masks are stored at 0.1 m per pixel.
 MAP_RESOLUTION_M = 0.1
 TEXTURE_RESOLUTION_M = 0.1
+#: Largest side of the ground texture, texels (coarser texels beyond).
+MAX_TEXTURE_PX = 4096
 #: Buildings start this far behind the sidewalk at most (setback + depth), metres.
 _MAX_BUILDING_BACK_M = 24.0
 
@@ -301,8 +303,10 @@ def build_world(layout: RoadLayout, half_extent_m: float, rng: np.random.Generat
     """
     reach = half_extent_m * 1.5  # beyond the map's corners whatever the rotation
     center, size_wlh, yaw, colour = _buildings(layout, rng, min(reach, half_extent_m + 40.0))
-    size_px = int(np.ceil(2 * half_extent_m / TEXTURE_RESOLUTION_M))
-    canvas = _Canvas(layout, size_px, TEXTURE_RESOLUTION_M)
+    # Texels of 0.1 m, coarser for worlds of long clips so the texture stays below ~50 MB.
+    texel_m = max(TEXTURE_RESOLUTION_M, 2 * half_extent_m / MAX_TEXTURE_PX)
+    size_px = int(np.ceil(2 * half_extent_m / texel_m))
+    canvas = _Canvas(layout, size_px, texel_m)
     ch, mh = layout.cross_half_m, layout.main_half_m
     sw = SIDEWALK_WIDTH_M
     sidewalks = [
@@ -324,8 +328,9 @@ def build_world(layout: RoadLayout, half_extent_m: float, rng: np.random.Generat
     reps = (size_px + 255) // 256
     grain = np.tile(tile, (reps, reps, 1))[:size_px, :size_px]
     rgb = np.clip(rgb.astype(np.int16) + grain, 0, 255).astype(np.uint8)
-    road = np.zeros((size_px, size_px), np.uint8)
-    canvas.fill(road, roads, 255)
+    map_px = int(np.ceil(2 * half_extent_m / MAP_RESOLUTION_M))
+    road = np.zeros((map_px, map_px), np.uint8)
+    _Canvas(layout, map_px, MAP_RESOLUTION_M).fill(road, roads, 255)
     map_mask = np.ascontiguousarray(road[::-1])  # row 0 at max y, as MapMask reads it
-    ground = GroundTexture(rgb, np.zeros(2), TEXTURE_RESOLUTION_M, np.array(_GRASS_RGB, np.uint8))
+    ground = GroundTexture(rgb, np.zeros(2), texel_m, np.array(_GRASS_RGB, np.uint8))
     return World(layout, float(half_extent_m), center, size_wlh, yaw, colour, ground, map_mask)

@@ -1,0 +1,611 @@
+"""The stages of ``autolabel run``, in order: each a small function of a ``StageContext``.
+
+A stage reads what earlier stages left in ``ctx.results``, calls the library function of its
+concept, writes its files atomically and returns ``(counts, written files relative to the clip
+folder)``. The two model stages are split into a model part and an I/O part so that a Ray job can
+run the model part on a GPU actor (``ray_jobs``) and the rest in CPU tasks with the very same
+functions:
+
+- detect: :func:`run_detector` (model) then :func:`write_detections`;
+- segment: :func:`prepare_views`, :func:`segment_images` (model), :func:`write_masks`.
+
+Per-clip outputs (under ``OUT/<clip>/``):
+
+- ``labels/detection.json``, ``labels/tracking.json``: nuScenes submission files (devkit-ready);
+- ``attributes.parquet``: ego-frame attributes per (keyframe, labelled track);
+- ``masks/<frame:03d>.json``: per keyframe, every candidate view (camera x object): projected box,
+  COCO RLE mask and mask score;
+- ``visibility.parquet``: the visibility decision of every view and the first rule that rejected
+  it; ``visibility_summary.json``: counts per rule;
+- ``marks/<frame:03d>_<CAMERA>.png`` and ``marks/<frame:03d>_stitched.png`` per QA keyframe, and
+  ``marks/regions.json`` (region id -> track, class, cameras per QA keyframe);
+- ``qa.jsonl``: QA records grounded in those region ids (checked by ``check-qa`` in the run).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autolabel.atomic_io import atomic_write_bytes, atomic_write_json
+from autolabel.boxes import Boxes3D
+from autolabel.camera_views import CameraViews, build_camera_views
+from autolabel.classes import DETECTION_CLASSES
+from autolabel.clip import Clip
+from autolabel.config import PipelineConfig
+
+DETECTION_FILE = "labels/detection.json"
+TRACKING_FILE = "labels/tracking.json"
+ATTRIBUTES_FILE = "attributes.parquet"
+MASKS_DIR = "masks"
+VISIBILITY_FILE = "visibility.parquet"
+VISIBILITY_SUMMARY_FILE = "visibility_summary.json"
+MARKS_DIR = "marks"
+REGIONS_FILE = "marks/regions.json"
+QA_FILE = "qa.jsonl"
+
+#: Seed of OpenCV's RNG before each image is segmented.
+IMAGE_RNG_SEED = 0x5EED
+
+Counts = dict[str, int]
+StageResult = tuple[Counts, list[str]]
+
+
+class Models:
+    """Backends built once per process (a local run, a Ray actor) and reused for every clip.
+
+    Pickling keeps only the config: a model never travels between processes, each process builds
+    its own on first use.
+    """
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.config = config
+        self._detector = None
+        self._tracker = None
+        self._segmenter = None
+        self._templates = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])
+
+    def detector(self):
+        if self._detector is None:
+            from detectors import get_detector
+
+            self._detector = get_detector(self.config.detector, self.config.detector_options)
+        return self._detector
+
+    def tracker(self):
+        if self._tracker is None:
+            from trackers import get_tracker
+
+            self._tracker = get_tracker(self.config.tracker, self.config.tracker_options)
+        return self._tracker
+
+    def segmenter(self):
+        if self._segmenter is None:
+            from autolabel.segmentation import get_segmenter
+
+            self._segmenter = get_segmenter(self.config.segmenter, self.config.segmenter_options)
+        return self._segmenter
+
+    def templates(self):
+        if self._templates is None:
+            from autolabel.qa.templates import load_templates
+
+            self._templates = load_templates()
+        return self._templates
+
+
+@dataclass
+class StageContext:
+    """What a stage sees: the clip, the run config, its output folder, earlier stages' results
+    and the process's models."""
+
+    clip: Clip
+    config: PipelineConfig
+    clip_dir: Path
+    results: dict[str, Any] = field(default_factory=dict)
+    models: Models | None = None
+
+    def __post_init__(self) -> None:
+        if self.models is None:
+            self.models = Models(self.config)
+
+
+def _frame_times_s(clip: Clip) -> np.ndarray:
+    return np.array([f.time_s for f in clip.frames], dtype=np.float64)
+
+
+# -- detect ------------------------------------------------------------------------------------
+
+
+def run_detector(detector, frames: Sequence) -> list[Boxes3D]:
+    """The model part of detection: global-frame boxes of each keyframe (any batch of them)."""
+    return detector.detect_frames(list(frames))
+
+
+def write_detections(ctx: StageContext, boxes: list[Boxes3D], meta: dict[str, bool]) -> StageResult:
+    """Check the detector's output and write ``labels/detection.json`` (``meta``: the detector's
+    submission meta block)."""
+    from detectors.base import check_detections
+    from detectors.detection_results import write_detection_submission
+
+    check_detections(ctx.config.detector, ctx.clip.frames, boxes)
+    ctx.results["detections"] = boxes
+    tokens = [f.token for f in ctx.clip.frames]
+    write_detection_submission(ctx.clip_dir / DETECTION_FILE, tokens, boxes, meta)
+    return {"frames": len(boxes), "boxes": sum(len(b) for b in boxes)}, [DETECTION_FILE]
+
+
+def detect_stage(ctx: StageContext) -> StageResult:
+    """3D boxes per keyframe with the configured backend -> ``labels/detection.json``."""
+    detector = ctx.models.detector()
+    return write_detections(ctx, run_detector(detector, ctx.clip.frames), detector.meta)
+
+
+# -- track -------------------------------------------------------------------------------------
+
+
+def track_stage(ctx: StageContext) -> StageResult:
+    """Consistent track ids and track velocities -> ``labels/tracking.json``."""
+    from trackers.tracking_results import write_tracking_submission
+
+    tracks = ctx.models.tracker().track_clip(_frame_times_s(ctx.clip), ctx.results["detections"])
+    ctx.results["tracks"] = tracks
+    tokens = [f.token for f in ctx.clip.frames]
+    write_tracking_submission(ctx.clip_dir / TRACKING_FILE, tokens, tracks)
+    ids = np.unique(np.concatenate([t.track_id for t in tracks])) if tracks else np.zeros(0)
+    return {"tracks": len(ids), "boxes": sum(len(t) for t in tracks)}, [TRACKING_FILE]
+
+
+# -- attributes --------------------------------------------------------------------------------
+
+
+def label_tracks(
+    tracks: Sequence[Boxes3D], min_track_score: float, min_track_length: int
+) -> tuple[list[Boxes3D], int]:
+    """The tracked boxes of confident tracks: mean score >= ``min_track_score`` and at least
+    ``min_track_length`` boxes. Returns the kept boxes per frame and the number of kept tracks."""
+    if not tracks:
+        return [], 0
+    ids = np.concatenate([t.track_id for t in tracks])
+    scores = np.concatenate([t.score for t in tracks]).astype(np.float64)
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    length = np.bincount(inverse, minlength=len(uniq))
+    mean_score = np.bincount(inverse, weights=scores, minlength=len(uniq)) / np.maximum(length, 1)
+    kept = uniq[(mean_score >= min_track_score) & (length >= min_track_length)]
+    return [t[np.isin(t.track_id, kept)] for t in tracks], len(kept)
+
+
+def attributes_stage(ctx: StageContext) -> StageResult:
+    """Ego-frame attributes of the labelled tracks -> ``attributes.parquet``."""
+    from autolabel.attributes import compute_attributes
+
+    opts = ctx.config.labels
+    tracks, n_kept = label_tracks(
+        ctx.results["tracks"], opts.min_track_score, opts.min_track_length
+    )
+    ctx.results["label_tracks"] = tracks
+    attrs = compute_attributes(
+        _frame_times_s(ctx.clip),
+        [f.global_SE3_ego for f in ctx.clip.frames],
+        tracks,
+        ctx.config.attributes,
+    )
+    ctx.results["attributes"] = attrs
+    attrs.write_parquet(ctx.clip_dir / ATTRIBUTES_FILE)
+    n_all = len(np.unique(np.concatenate([t.track_id for t in ctx.results["tracks"]])))
+    return {"tracks": n_kept, "tracks_rejected": n_all - n_kept, "rows": len(attrs)}, [
+        ATTRIBUTES_FILE
+    ]
+
+
+# -- segment -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ImageMasks:
+    """Masks of the views of one image: COCO RLE dicts and (n,) float32 scores, in view order."""
+
+    rles: list[dict[str, Any]]
+    score: np.ndarray
+
+
+def prepare_views(ctx: StageContext) -> CameraViews:
+    """The CPU part before segmentation: every labelled box projected into every camera."""
+    views = build_camera_views(ctx.clip, ctx.results["label_tracks"], ctx.config.segment)
+    ctx.results["views"] = views
+    return views
+
+
+def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarray:
+    """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
+    import cv2
+
+    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise FileNotFoundError(2, "camera image is missing or not a readable image", str(path))
+    if bgr.shape[:2] != (height_px, width_px):
+        raise ValueError(
+            f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "
+            f"{width_px}x{height_px}"
+        )
+    return np.ascontiguousarray(bgr[:, :, ::-1])
+
+
+def segment_images(
+    segmenter, clip: Clip, views: CameraViews, images: Sequence[tuple[int, int, np.ndarray]]
+) -> list[ImageMasks]:
+    """The model part of segmentation: masks of the views of each (frame, camera, rows) image.
+
+    OpenCV's RNG (GrabCut's k-means initialisation draws from it) is reseeded per image, so an
+    image's masks do not depend on which images a process segmented before it (Ray actors see
+    other sequences than a serial run).
+    """
+    import cv2
+
+    from autolabel.segmentation.rle import encode_masks
+
+    out = []
+    for frame_index, camera, rows in images:
+        cv2.setRNGSeed(IMAGE_RNG_SEED)
+        width_px, height_px = (int(v) for v in views.image_size_px[camera])
+        image = clip.frames[frame_index].cameras[views.channels[camera]]
+        rgb = read_image_rgb(image.path, width_px, height_px)
+        result = segmenter.segment(
+            rgb,
+            views.box_clipped_px[rows],
+            {"points_uv": views.seeds_of(rows), "depth_m": views.depth_m[rows]},
+        )
+        out.append(ImageMasks(encode_masks(result.masks), result.score.astype(np.float32)))
+    return out
+
+
+def _round_list(values: np.ndarray, digits: int) -> list[float]:
+    return [round(float(v), digits) for v in values]
+
+
+def write_masks(ctx: StageContext, views: CameraViews, masks: list[ImageMasks]) -> StageResult:
+    """``masks/<frame:03d>.json`` per keyframe: each view's boxes, COCO RLE mask and score."""
+    rles: list[dict[str, Any]] = [{}] * len(views)
+    score = np.zeros(len(views), np.float32)
+    for (_, _, rows), image_masks in zip(views.image_rows(), masks, strict=True):
+        for i, rle in zip(rows, image_masks.rles, strict=True):
+            rles[i] = rle
+        score[rows] = image_masks.score
+    ctx.results["masks"] = (rles, score)
+    names = np.asarray(DETECTION_CLASSES, dtype=object)
+    written = []
+    for f, frame in enumerate(ctx.clip.frames):
+        rows = np.flatnonzero(views.frame_index == f)
+        objects = [
+            {
+                "camera": views.channels[views.camera[i]],
+                "image_token": frame.cameras[views.channels[views.camera[i]]].token,
+                "track_id": int(views.track_id[i]),
+                "class": names[views.label[i]],
+                "box_px": _round_list(views.box_clipped_px[i], 2),
+                "box_unclipped_px": _round_list(views.box_px[i], 2),
+                "depth_m": round(float(views.depth_m[i]), 3),
+                "lidar_points": int(views.lidar_points[i]),
+                "mask_rle": rles[i],
+                "score": round(float(score[i]), 4),
+            }
+            for i in rows
+        ]
+        rel = f"{MASKS_DIR}/{f:03d}.json"
+        doc = {"frame_index": f, "sample_token": frame.token, "objects": objects}
+        atomic_write_json(ctx.clip_dir / rel, doc)
+        written.append(rel)
+    return {"images": len(masks), "masks": len(views)}, written
+
+
+def segment_stage(ctx: StageContext) -> StageResult:
+    """Masks of every labelled object in every camera image -> ``masks/``."""
+    views = prepare_views(ctx)
+    masks = segment_images(ctx.models.segmenter(), ctx.clip, views, views.image_rows())
+    return write_masks(ctx, views, masks)
+
+
+# -- visibility --------------------------------------------------------------------------------
+
+
+def _rule_names() -> np.ndarray:
+    """Name of each single rule bit (``VisibilityRule`` values 1, 2, 4, ...); '' at 0."""
+    from autolabel.visibility import RULE_ORDER
+
+    names = np.full(max(r.value for r in RULE_ORDER) + 1, "", dtype=object)
+    for rule in RULE_ORDER:
+        names[rule.value] = rule.name
+    return names
+
+
+def evaluate_views(views: CameraViews, rles: list[dict[str, Any]], score: np.ndarray, config):
+    """The visibility decision of every view (one ``evaluate_visibility`` call per image size,
+    images told apart by ``image_id`` so that only objects of one image occlude each other)."""
+    from autolabel.visibility import VisibilityDecision, evaluate_visibility
+
+    n = len(views)
+    sizes = views.image_size_px[views.camera] if n else np.zeros((0, 2), np.int64)
+    if n == 0:
+        empty = np.zeros((0, 4))
+        return evaluate_visibility(empty, [], np.zeros(0), np.zeros(0), (1, 1), config=config)
+    merged: dict[str, np.ndarray] = {}
+    for size in np.unique(sizes, axis=0):
+        rows = np.flatnonzero(np.all(sizes == size, axis=1))
+        decision = evaluate_visibility(
+            views.box_px[rows],
+            [rles[i] for i in rows],
+            score[rows],
+            views.depth_m[rows],
+            (int(size[0]), int(size[1])),
+            lidar_points=views.lidar_points[rows],
+            image_id=views.image_key[rows],
+            config=config,
+        )
+        for name, values in vars(decision).items():
+            if name not in merged:
+                merged[name] = np.zeros((n, *values.shape[1:]), values.dtype)
+            merged[name][rows] = values
+    return VisibilityDecision(**merged)
+
+
+def visibility_stage(ctx: StageContext) -> StageResult:
+    """The visibility filter on every view -> ``visibility.parquet`` (decision and the first rule
+    that rejected it) and ``visibility_summary.json`` (counts per rule)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from autolabel.visibility import RULE_ORDER, summarize
+
+    views: CameraViews = ctx.results["views"]
+    rles, score = ctx.results["masks"]
+    decision = evaluate_views(views, rles, score, ctx.config.visibility)
+    ctx.results["visible"] = decision.keep
+    measured = (
+        "in_image_fraction", "box_iou", "coverage", "mask_score", "lidar_points", "mask_px",
+        "visible_px",
+    )  # fmt: skip
+    table = pa.table(
+        {
+            "frame_index": pa.array(views.frame_index.astype(np.int32)),
+            "camera": pa.array(np.asarray(views.channels, dtype=object)[views.camera].astype(str)),
+            "track_id": pa.array(views.track_id),
+            "class_name": pa.array(
+                np.asarray(DETECTION_CLASSES, dtype=object)[views.label].astype(str)
+            ),
+            "keep": pa.array(decision.keep),
+            "rejected_by": pa.array(_rule_names()[decision.first_failed_rule].astype(str)),
+            "failed_rules": pa.array(decision.failed_rules),
+            **{name: pa.array(getattr(decision, name)) for name in measured},
+        }
+    )
+    bits = ",".join(f"{rule.name}={rule.value}" for rule in RULE_ORDER)
+    table = table.replace_schema_metadata({b"failed_rules_bits": bits.encode()})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    atomic_write_bytes(ctx.clip_dir / VISIBILITY_FILE, buffer.getvalue())
+    atomic_write_json(ctx.clip_dir / VISIBILITY_SUMMARY_FILE, summarize(decision), indent=1)
+    kept = int(decision.keep.sum())
+    counts = {"candidates": len(views), "kept": kept, "rejected": len(views) - kept}
+    return counts, [VISIBILITY_FILE, VISIBILITY_SUMMARY_FILE]
+
+
+# -- marks -------------------------------------------------------------------------------------
+
+
+def window_frames(windows, position: int, grounding_frames: str) -> np.ndarray:
+    """Frame indices of QA keyframe ``position``'s window (context, and future when grounded)."""
+    frames = windows.context[position]
+    if grounding_frames == "context+future":
+        future = windows.future[position]
+        frames = np.concatenate([frames, future[future >= 0]])
+    return np.unique(frames)
+
+
+def region_rows(
+    views: CameraViews, keep: np.ndarray, attrs, windows, grounding_frames: str
+) -> dict[str, np.ndarray]:
+    """Kept views inside each QA keyframe's window, of objects tracked at that keyframe.
+
+    Returns parallel arrays: ``keyframe``, ``view`` (row into ``views``), ``distance_m`` (the
+    object's distance in the view's frame) and ``at_keyframe``.
+    """
+    kf, view, at_kf = [], [], []
+    for pos, k in enumerate(windows.keyframe):
+        frames = window_frames(windows, pos, grounding_frames)
+        rows = np.flatnonzero(keep & np.isin(views.frame_index, frames))
+        present = attrs.row_of(np.full(len(rows), k), views.track_id[rows]) >= 0
+        rows = rows[present]
+        kf.append(np.full(len(rows), k, np.int64))
+        view.append(rows)
+        at_kf.append(views.frame_index[rows] == k)
+    kf_all = np.concatenate(kf) if kf else np.zeros(0, np.int64)
+    view_all = np.concatenate(view) if view else np.zeros(0, np.int64)
+    attr_rows = attrs.row_of(views.frame_index[view_all], views.track_id[view_all])
+    return {
+        "keyframe": kf_all,
+        "view": view_all,
+        "distance_m": np.asarray(attrs.distance_m)[attr_rows],
+        "at_keyframe": np.concatenate(at_kf) if at_kf else np.zeros(0, bool),
+    }
+
+
+def marks_stage(ctx: StageContext) -> StageResult:
+    """Region ids per QA keyframe and Set-of-Mark images -> ``marks/``."""
+    from autolabel.qa.sampling import select_keyframes
+    from autolabel.set_of_mark import assign_region_ids, render_marks, write_marked_images
+
+    views: CameraViews = ctx.results["views"]
+    keep: np.ndarray = ctx.results["visible"]
+    rles, _ = ctx.results["masks"]
+    attrs = ctx.results["attributes"]
+    clip = ctx.clip
+    windows = select_keyframes(_frame_times_s(clip), ctx.config.qa)
+    rr = region_rows(views, keep, attrs, windows, ctx.config.qa.grounding_frames)
+    region_ids = assign_region_ids(
+        rr["keyframe"], views.track_id[rr["view"]], rr["distance_m"], rr["at_keyframe"]
+    )
+    ctx.results["windows"] = windows
+    ctx.results["region_ids"] = region_ids
+    written: list[str] = []
+    regions_doc = []
+    for k in windows.keyframe:
+        frame = clip.frames[k]
+        at_k = rr["at_keyframe"] & (rr["keyframe"] == k)
+        marked = rr["view"][at_k]
+        rid = region_ids.row_region_id[at_k]
+        images = {}
+        for c, channel in enumerate(views.channels):
+            width_px, height_px = (int(v) for v in views.image_size_px[c])
+            rgb = read_image_rgb(frame.cameras[channel].path, width_px, height_px)
+            sel = views.camera[marked] == c
+            images[channel] = render_marks(
+                np.ascontiguousarray(rgb[:, :, ::-1]),
+                rid[sel],
+                boxes_2d=views.box_clipped_px[marked[sel]],
+                masks=[rles[i] for i in marked[sel]],
+                style=ctx.config.marks,
+            )
+        paths = write_marked_images(
+            ctx.clip_dir / MARKS_DIR, f"{k:03d}", images, stitched=ctx.config.marks_stitched
+        )
+        written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
+        regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))
+    atomic_write_json(ctx.clip_dir / REGIONS_FILE, {"keyframes": regions_doc}, indent=1)
+    written.append(REGIONS_FILE)
+    counts = {
+        "keyframes": len(windows.keyframe),
+        "regions": len(region_ids.region_id),
+        "images": len(windows.keyframe) * len(views.channels),
+    }
+    return counts, written
+
+
+def _regions_entry(frame, k: int, region_ids, views: CameraViews, rr, attrs) -> dict[str, Any]:
+    """``regions.json`` entry of QA keyframe ``k``: each region's track, class and the cameras
+    that show it at the keyframe."""
+    of_k = np.flatnonzero(region_ids.keyframe == k)
+    of_k = of_k[np.argsort(region_ids.region_id[of_k], kind="stable")]
+    tracks = region_ids.track_id[of_k]
+    at_k = rr["at_keyframe"] & (rr["keyframe"] == k)
+    shown = np.zeros((len(tracks), len(views.channels)), bool)
+    track_of_view = views.track_id[rr["view"][at_k]]
+    order = np.argsort(tracks, kind="stable")
+    pos = order[np.searchsorted(tracks[order], track_of_view)]
+    shown[pos, views.camera[rr["view"][at_k]]] = True
+    labels = np.asarray(attrs.label)[attrs.row_of(np.full(len(tracks), k), tracks)]
+    names = np.asarray(DETECTION_CLASSES, dtype=object)
+    channels = np.asarray(views.channels, dtype=object)
+    return {
+        "frame_index": int(k),
+        "sample_token": frame.token,
+        "regions": [
+            {
+                "region_id": int(region_ids.region_id[i]),
+                "track_id": int(tracks[j]),
+                "class": str(names[labels[j]]),
+                "cameras_at_keyframe": sorted(channels[shown[j]].tolist()),
+            }
+            for j, i in enumerate(of_k)
+        ],
+    }
+
+
+# -- qa ----------------------------------------------------------------------------------------
+
+
+class QACheckError(ValueError):
+    """Generated QA disagrees with the attributes (``check-qa`` found mismatches)."""
+
+
+def keyframe_regions(ctx: StageContext) -> list:
+    """The grounding of each QA keyframe: its regions and every view of them in its window."""
+    from autolabel.qa.grounding import KeyframeRegions
+
+    views: CameraViews = ctx.results["views"]
+    keep: np.ndarray = ctx.results["visible"]
+    rles, _ = ctx.results["masks"]
+    region_ids = ctx.results["region_ids"]
+    windows = ctx.results["windows"]
+    attrs = ctx.results["attributes"]
+    out = []
+    for pos, k in enumerate(windows.keyframe):
+        of_k = region_ids.keyframe == k
+        if not of_k.any():
+            continue
+        tracks = region_ids.track_id[of_k]
+        frames = window_frames(windows, pos, ctx.config.qa.grounding_frames)
+        rows = np.flatnonzero(np.isin(views.frame_index, frames) & np.isin(views.track_id, tracks))
+        order = np.argsort(tracks, kind="stable")
+        view_region = order[np.searchsorted(tracks[order], views.track_id[rows])]
+        out.append(
+            KeyframeRegions(
+                keyframe_index=int(k),
+                region_id=region_ids.region_id[of_k],
+                track_id=tracks,
+                label=np.asarray(attrs.label)[attrs.row_of(np.full(len(tracks), k), tracks)],
+                view_region=view_region,
+                view_camera=np.asarray(views.channels, dtype=object)[views.camera[rows]],
+                view_frame_index=views.frame_index[rows],
+                view_box_px=views.box_clipped_px[rows],
+                view_mask_rle=[rles[i] for i in rows],
+                view_visible=keep[rows],
+            )
+        )
+    return out
+
+
+def qa_stage(ctx: StageContext) -> StageResult:
+    """QA records from templates x attributes x regions -> ``qa.jsonl``; then check-qa on them."""
+    from autolabel.qa.check import check_clip_qa
+    from autolabel.qa.generate import generate_clip_qa, write_qa_jsonl
+    from autolabel.qa.grounding import ClipQAMeta
+
+    attrs = ctx.results["attributes"]
+    templates = ctx.models.templates()
+    records = generate_clip_qa(
+        attrs, keyframe_regions(ctx), ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates
+    )
+    write_qa_jsonl(ctx.clip_dir / QA_FILE, records)
+    counts = {
+        "records": len(records),
+        "keyframes": len({r["keyframe"]["frame_index"] for r in records}),
+    }
+    for category in sorted({r["category"] for r in records}):
+        counts[category] = sum(r["category"] == category for r in records)
+    if ctx.config.check_qa:
+        # No rig: check-qa's projection test projects through the LiDAR-time ego pose, while
+        # views are projected through each image's own ego pose (as the devkit renders boxes),
+        # which moves near objects by many pixels when the ego drives. Every answer, region ->
+        # track link and mask-box agreement is still re-derived and checked.
+        mismatches = check_clip_qa(records, attrs, ctx.clip.name, templates, cameras=None)
+        counts["check_mismatches"] = len(mismatches)
+        if mismatches:
+            shown = "; ".join(str(m) for m in mismatches[:3])
+            raise QACheckError(
+                f"{ctx.clip_dir / QA_FILE}: check-qa found {len(mismatches)} mismatches: {shown}"
+            )
+    return counts, [QA_FILE]
+
+
+#: The stages of ``autolabel run`` in order (``read`` happens before, in ``pipeline.run_clip``).
+STAGES: list[tuple[str, Any]] = [
+    ("detect", detect_stage),
+    ("track", track_stage),
+    ("attributes", attributes_stage),
+    ("segment", segment_stage),
+    ("visibility", visibility_stage),
+    ("marks", marks_stage),
+    ("qa", qa_stage),
+]
+STAGE_NAMES: tuple[str, ...] = ("read", *(name for name, _ in STAGES))

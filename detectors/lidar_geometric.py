@@ -1,0 +1,608 @@
+"""``lidar`` backend: a geometric LiDAR detector that needs no weights (the CPU default).
+
+Per keyframe, in the ego frame:
+
+1. points: the keyframe sweep (plus ``num_sweeps - 1`` earlier sweeps moved into the keyframe's ego
+   frame), cropped to ``max_range_m``, the ego vehicle's own returns removed;
+2. ground: a plane fitted robustly to the lowest point of each ground cell, plus a local offset per
+   cell (minimum over the 3 x 3 neighbourhood, bounded), so gentle slopes and cambers are followed;
+   points less than ``ground_clearance_m`` above it, or higher than ``max_object_height_m``, go;
+3. clusters: connected components of the occupied cells of a bird's-eye grid, linking cells across
+   gaps that grow with range (returns thin out with distance);
+4. boxes: an oriented rectangle per cluster by L-shape search (the heading that maximises the
+   closeness criterion of Zhang et al., "Efficient L-Shape Fitting for Vehicle Detection Using
+   Laser Scanners", 2017), height from the ground to the highest point;
+5. class: the detection class whose typical size best explains the box, allowing the box to be
+   smaller than the object along its length and width (only the near faces are seen) but not
+   larger; clusters no class explains (walls, vegetation, poles) are dropped. The box is then
+   grown to the class's typical footprint away from the sensor, since the far faces are unseen;
+6. score: the product of a point-count term, the size likelihood and the share of points lying on
+   the fitted rectangle's edges (how L-shaped, i.e. object-like, the cluster is);
+7. velocity: the same detection on one earlier sweep (``velocity_sweep_age_s`` old, moved into the
+   keyframe's ego frame through the global frame); clusters are matched one-to-one (Hungarian)
+   and the displacement of their boxes over the time between the sweeps is the velocity (NaN where
+   unmatched or without such a sweep). A moving object's heading is the one along its velocity;
+   otherwise headings are ambiguous by pi and the one pointing forward in the ego frame is kept.
+
+Arrays throughout; the per-cluster fit and the cluster linking are numba kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from scipy import ndimage
+from scipy.optimize import linear_sum_assignment
+
+from autolabel.boxes import Boxes3D
+from autolabel.classes import CLASS_INDEX
+from autolabel.clip import Frame, LidarSweep
+from autolabel.nuscenes_reader import load_lidar_points
+from calib.rotation import wrap_angle
+from detectors.base import Detector
+from detectors.class_priors import TYPICAL_SIZE_WLH_M
+from detectors.detection_results import submission_meta
+from detectors.lidar_points import keyframe_points_ego
+
+
+@dataclass
+class LidarGeometricConfig:
+    """Options of the ``lidar`` backend (distances in metres, ego frame).
+
+    Attributes:
+        num_sweeps: LiDAR sweeps aggregated per keyframe (1: the keyframe's own sweep only).
+        max_range_m: points farther than this (horizontally) from the ego are ignored.
+        ego_half_length_m, ego_half_width_m: the ego vehicle's footprint, whose returns are removed.
+        ground_cell_m: cell size of the ground model.
+        ground_max_offset_m: largest local deviation of the ground from the fitted plane.
+        ground_clearance_m: points this close to the ground are ground.
+        max_object_height_m: points higher than this above the ground are ignored (overhangs).
+        cluster_cell_m: cell size of the bird's-eye grid whose connected components are clusters.
+        cluster_link_per_m: cells are linked across gaps up to this fraction of their range (the
+            spacing of returns grows with range), and always to their 8 neighbours.
+        cluster_link_min_m: ... and at least across gaps this wide.
+        min_points: clusters with fewer points are dropped.
+        angle_step_deg: heading resolution of the L-shape search.
+        max_class_cost: clusters whose best size cost exceeds this are not objects (the cost is a
+            sum of squared log-size deviations in units of their tolerances, ~chi-square, 3 dims).
+        thin_extent_m: a rectangle side shorter than this is a single visible face (I-shape).
+        second_class_margin: also emit a cluster's runner-up class, scaled by its relative
+            likelihood ``exp(-cost difference / 2)``, when its cost is within this of the best
+            (0 or less: never).
+        points_scale: the point-count score term is ``1 - exp(-points / points_scale)``.
+        edge_tolerance_m: a point within this of the rectangle's outline counts as on an edge.
+        complete_to_typical_size: grow each box to its class's typical footprint away from the sensor.
+        velocity_sweep_age_s: velocity from the displacement of each object since the earlier sweep
+            closest to this age (within half of it); 0 or no such sweep: velocity unknown (NaN).
+        max_speed_mps: objects are matched across the two sweeps only within this speed.
+        heading_from_motion_mps: above this speed, the heading is the one along the velocity.
+    """
+
+    num_sweeps: int = 1
+    max_range_m: float = 52.0
+    ego_half_length_m: float = 2.6
+    ego_half_width_m: float = 1.2
+    ground_cell_m: float = 1.0
+    ground_max_offset_m: float = 0.3
+    ground_clearance_m: float = 0.25
+    max_object_height_m: float = 4.5
+    cluster_cell_m: float = 0.3
+    cluster_link_per_m: float = 0.016
+    cluster_link_min_m: float = 0.3
+    min_points: int = 5
+    angle_step_deg: float = 1.0
+    max_class_cost: float = 12.0
+    thin_extent_m: float = 0.35
+    second_class_margin: float = 2.0
+    points_scale: float = 20.0
+    edge_tolerance_m: float = 0.15
+    complete_to_typical_size: bool = True
+    velocity_sweep_age_s: float = 0.3
+    max_speed_mps: float = 20.0
+    heading_from_motion_mps: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.num_sweeps < 1:
+            raise ValueError(f"num_sweeps: must be >= 1, got {self.num_sweeps}")
+        if self.min_points < 1:
+            raise ValueError(f"min_points: must be >= 1, got {self.min_points}")
+        positive = (
+            "max_range_m",
+            "ground_cell_m",
+            "ground_clearance_m",
+            "max_object_height_m",
+            "cluster_cell_m",
+            "angle_step_deg",
+            "max_class_cost",
+            "thin_extent_m",
+            "points_scale",
+            "edge_tolerance_m",
+            "max_speed_mps",
+        )
+        for key in positive:
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key}: must be > 0, got {getattr(self, key)}")
+        for key in (
+            "cluster_link_per_m",
+            "cluster_link_min_m",
+            "velocity_sweep_age_s",
+            "heading_from_motion_mps",
+            "ground_max_offset_m",
+        ):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
+        if not 0 < self.angle_step_deg <= 45:
+            raise ValueError("angle_step_deg: must be in (0, 45]")
+
+
+@dataclass(frozen=True)
+class GroundModel:
+    """Ground height in the ego frame: a plane plus a bounded local offset per grid cell.
+
+    Attributes:
+        plane: (3,) coefficients (a, b, c) of ``z = a x + b y + c``, metres.
+        offset_m: (n, n) local deviation from the plane per cell, metres.
+        min_xy_m: (2,) ego-frame corner of cell (0, 0), metres.
+        cell_m: cell size, metres.
+    """
+
+    plane: np.ndarray
+    offset_m: np.ndarray
+    min_xy_m: np.ndarray
+    cell_m: float
+
+    def height_m(self, xy_m: np.ndarray) -> np.ndarray:
+        """(P,) ground height under each of the (P, 2) ego-frame positions, metres."""
+        ij = np.floor((xy_m - self.min_xy_m) / self.cell_m).astype(np.int64)
+        ij = np.clip(ij, 0, self.offset_m.shape[0] - 1)
+        plane_z = xy_m @ self.plane[:2] + self.plane[2]
+        return plane_z + self.offset_m[ij[:, 0], ij[:, 1]]
+
+
+def estimate_ground(
+    points_ego: np.ndarray, max_range_m: float, cell_m: float, max_offset_m: float
+) -> GroundModel:
+    """Fit the ground under a point cloud (see the module docstring, step 2).
+
+    Args:
+        points_ego: (P, 3) points, ego frame, metres.
+        max_range_m: half size of the square grid around the ego, metres.
+        cell_m: ground cell size, metres.
+        max_offset_m: bound of the local deviation from the plane, metres.
+    """
+    n = int(math.ceil(2 * max_range_m / cell_m))
+    min_xy = np.array([-max_range_m, -max_range_m])
+    ij = np.clip(np.floor((points_ego[:, :2] - min_xy) / cell_m).astype(np.int64), 0, n - 1)
+    flat = ij[:, 0] * n + ij[:, 1]
+    # The lowest point of each cell (its own xy, not the cell centre, so slopes are not biased).
+    order = np.lexsort((points_ego[:, 2], flat))
+    first = np.flatnonzero(np.r_[True, flat[order][1:] != flat[order][:-1]])
+    lowest = points_ego[order[first]]
+    occupied = flat[order[first]]
+    lowest_xy, lowest_z = lowest[:, :2], lowest[:, 2]
+
+    plane = np.array([0.0, 0.0, float(np.median(lowest_z)) if len(lowest_z) else 0.0])
+    design = np.column_stack([lowest_xy, np.ones(len(lowest_xy))])
+    # Trimmed least squares: object cells (lowest point on a car's underside, a wall's top)
+    # sit above the plane and drop out as the inlier band tightens.
+    for band_m in (0.5, 0.3, 0.2, 0.15):
+        inlier = np.abs(lowest_z - design @ plane) < band_m
+        if inlier.sum() < 10:
+            break
+        plane = np.linalg.lstsq(design[inlier], lowest_z[inlier], rcond=None)[0]
+
+    residual = np.full(n * n, np.inf)
+    residual[occupied] = np.minimum(lowest_z - design @ plane, max_offset_m)
+    local = ndimage.minimum_filter(residual.reshape(n, n), size=3, mode="nearest")
+    offset = np.where(np.isfinite(local), np.maximum(local, -max_offset_m), 0.0)
+    return GroundModel(plane=plane, offset_m=offset, min_xy_m=min_xy, cell_m=cell_m)
+
+
+@numba.njit(cache=True)
+def _link_cells(cell_i, cell_j, radius_cells, index_grid):  # pragma: no cover - numba
+    """Union-find over occupied cells: cell k joins every occupied cell within radius_cells[k]."""
+    n_cells = len(cell_i)
+    parent = np.arange(n_cells)
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    n_rows, n_cols = index_grid.shape
+    for k in range(n_cells):
+        r = radius_cells[k]
+        for di in range(-r, r + 1):
+            ii = cell_i[k] + di
+            if ii < 0 or ii >= n_rows:
+                continue
+            for dj in range(-r, r + 1):
+                jj = cell_j[k] + dj
+                if jj < 0 or jj >= n_cols:
+                    continue
+                other = index_grid[ii, jj]
+                if other > k:
+                    ra, rb = find(k), find(other)
+                    if ra != rb:
+                        parent[max(ra, rb)] = min(ra, rb)
+    for k in range(n_cells):
+        parent[k] = find(k)
+    return parent
+
+
+def cluster_labels(
+    xy_m: np.ndarray,
+    max_range_m: float,
+    cell_m: float,
+    link_per_m: float = 0.016,
+    link_min_m: float = 0.0,
+) -> np.ndarray:
+    """(P,) cluster index of each (P, 2) ego-frame point.
+
+    Occupied cells of a bird's-eye grid are linked to the occupied cells within
+    ``max(cell_m, link_min_m, range * link_per_m)`` (rounded up to whole cells, at least the
+    8-neighbourhood): the gap between consecutive returns on a surface grows linearly with range,
+    and more on surfaces seen at a grazing angle.
+    """
+    n = int(math.ceil(2 * max_range_m / cell_m))
+    ij = np.clip(np.floor((xy_m + max_range_m) / cell_m).astype(np.int64), 0, n - 1)
+    flat = ij[:, 0] * n + ij[:, 1]
+    cells, point_cell = np.unique(flat, return_inverse=True)
+    cell_i, cell_j = cells // n, cells % n
+    center_xy = (np.stack([cell_i, cell_j], axis=1) + 0.5) * cell_m - max_range_m
+    link_m = np.maximum(
+        max(cell_m, link_min_m), np.hypot(center_xy[:, 0], center_xy[:, 1]) * link_per_m
+    )
+    radius_cells = np.ceil(link_m / cell_m - 1e-9).astype(np.int64)
+    index_grid = np.full((n, n), -1, dtype=np.int64)
+    index_grid[cell_i, cell_j] = np.arange(len(cells))
+    root = _link_cells(cell_i, cell_j, radius_cells, index_grid)
+    _, cluster_of_cell = np.unique(root, return_inverse=True)
+    return cluster_of_cell[point_cell.ravel()].astype(np.int64)
+
+
+@numba.njit(cache=True)
+def _fit_rectangles(xy, starts, counts, angles, edge_tolerance_m):  # pragma: no cover - numba
+    """Per cluster: the L-shape rectangle (closeness criterion) and its edge-point share.
+
+    Returns (C, 6): centre x, centre y, extent along e1, extent along e2, angle of e1, edge share.
+    """
+    n_clusters = len(starts)
+    out = np.empty((n_clusters, 6))
+    for c in range(n_clusters):
+        s, m = starts[c], counts[c]
+        best_score, best_k = -1.0, 0
+        for k in range(len(angles)):
+            ca, sa = math.cos(angles[k]), math.sin(angles[k])
+            min1, max1, min2, max2 = 1e18, -1e18, 1e18, -1e18
+            for p in range(s, s + m):
+                c1 = xy[p, 0] * ca + xy[p, 1] * sa
+                c2 = -xy[p, 0] * sa + xy[p, 1] * ca
+                min1, max1 = min(min1, c1), max(max1, c1)
+                min2, max2 = min(min2, c2), max(max2, c2)
+            score = 0.0
+            for p in range(s, s + m):
+                c1 = xy[p, 0] * ca + xy[p, 1] * sa
+                c2 = -xy[p, 0] * sa + xy[p, 1] * ca
+                d1 = min(max1 - c1, c1 - min1)
+                d2 = min(max2 - c2, c2 - min2)
+                score += 1.0 / max(min(d1, d2), 0.01)
+            if score > best_score:
+                best_score, best_k = score, k
+        ca, sa = math.cos(angles[best_k]), math.sin(angles[best_k])
+        min1, max1, min2, max2 = 1e18, -1e18, 1e18, -1e18
+        for p in range(s, s + m):
+            c1 = xy[p, 0] * ca + xy[p, 1] * sa
+            c2 = -xy[p, 0] * sa + xy[p, 1] * ca
+            min1, max1 = min(min1, c1), max(max1, c1)
+            min2, max2 = min(min2, c2), max(max2, c2)
+        on_edge = 0
+        for p in range(s, s + m):
+            c1 = xy[p, 0] * ca + xy[p, 1] * sa
+            c2 = -xy[p, 0] * sa + xy[p, 1] * ca
+            d1 = min(max1 - c1, c1 - min1)
+            d2 = min(max2 - c2, c2 - min2)
+            if min(d1, d2) <= edge_tolerance_m:
+                on_edge += 1
+        mid1, mid2 = 0.5 * (min1 + max1), 0.5 * (min2 + max2)
+        out[c, 0] = mid1 * ca - mid2 * sa
+        out[c, 1] = mid1 * sa + mid2 * ca
+        out[c, 2] = max1 - min1
+        out[c, 3] = max2 - min2
+        out[c, 4] = angles[best_k]
+        out[c, 5] = on_edge / m
+    return out
+
+
+def fit_rectangles(
+    xy_m: np.ndarray, labels: np.ndarray, angle_step_deg: float, edge_tolerance_m: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fit an oriented rectangle to each cluster of (P, 2) points by L-shape search.
+
+    Args:
+        xy_m: (P, 2) points, metres.
+        labels: (P,) cluster index of each point, >= 0.
+        angle_step_deg: heading resolution; headings span [0, 90) degrees.
+        edge_tolerance_m: a point this close to the outline is on an edge.
+
+    Returns:
+        cluster_ids: (C,) the clusters present, ascending.
+        rects: (C, 6) centre x, centre y, extent along e1, extent along e2, angle of e1 (rad),
+            share of points on an edge.
+        order: (P,) permutation sorting the points by cluster (for per-cluster reductions).
+    """
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    cluster_ids, starts, counts = np.unique(sorted_labels, return_index=True, return_counts=True)
+    angles = np.deg2rad(np.arange(0.0, 90.0, angle_step_deg))
+    rects = _fit_rectangles(
+        np.ascontiguousarray(xy_m[order]), starts, counts, angles, edge_tolerance_m
+    )
+    return cluster_ids, rects, order
+
+
+def size_cost(
+    length_m: np.ndarray, width_m: np.ndarray, height_m: np.ndarray, thin_m: float
+) -> np.ndarray:
+    """(C, K) how badly each of C observed boxes fits each class's typical size.
+
+    The cost is the sum over length, width and height of the squared log ratio observed/typical
+    in units of a tolerance: 0.15 (length, width) and 0.2 (height) when the box is larger than
+    the class, 0.4 (length, width) and 0.35 (height) when it is smaller, because occlusion hides
+    parts of objects and a far object's top may fall between beams. A side below ``thin_m`` next
+    to one of at least ``3 thin_m`` is a single visible face (an I-shape): the object's extent
+    across it is unseen and costs nothing.
+    """
+    typical = TYPICAL_SIZE_WLH_M
+
+    def term(obs, typ, over_tol, under_tol):
+        r = np.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
+        return np.where(r > 0, r / over_tol, r / under_tol) ** 2
+
+    # A face is seen alone when one side is thin and the other clearly is not (a pole is thin
+    # both ways and is judged on both).
+    free_length = (length_m < thin_m) & (width_m >= 3 * thin_m)
+    free_width = (width_m < thin_m) & (length_m >= 3 * thin_m)
+    cost_length = np.where(free_length[:, None], 0.0, term(length_m, typical[:, 1], 0.15, 0.4))
+    cost_width = np.where(free_width[:, None], 0.0, term(width_m, typical[:, 0], 0.15, 0.4))
+    return cost_length + cost_width + term(height_m, typical[:, 2], 0.2, 0.35)
+
+
+def detect_boxes_ego(
+    points_ego: np.ndarray, config: LidarGeometricConfig, sensor_xy_m: np.ndarray
+) -> Boxes3D:
+    """Boxes (ego frame, no velocity) from one keyframe's (P, 3) ego-frame points.
+
+    Args:
+        points_ego: (P, 3) points, metres, ego frame (keyframe sweep and any aggregated sweeps).
+        config: detector options.
+        sensor_xy_m: (2,) LiDAR position in the ego frame: the side of each object facing it is the
+            seen side, so boxes grow away from it.
+    """
+    return _detect_clusters(points_ego, config, sensor_xy_m)[0]
+
+
+_NO_CLUSTERS = np.zeros(0, dtype=np.int64)
+
+
+def _detect_clusters(
+    points_ego: np.ndarray, config: LidarGeometricConfig, sensor_xy_m: np.ndarray
+) -> tuple[Boxes3D, np.ndarray]:
+    """``detect_boxes_ego`` plus the cluster each box came from (a runner-up shares its cluster)."""
+    xy = points_ego[:, :2]
+    keep = (np.hypot(xy[:, 0], xy[:, 1]) < config.max_range_m) & ~(
+        (np.abs(xy[:, 0]) < config.ego_half_length_m) & (np.abs(xy[:, 1]) < config.ego_half_width_m)
+    )
+    points = points_ego[keep]
+    if len(points) == 0:
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
+    ground = estimate_ground(
+        points, config.max_range_m, config.ground_cell_m, config.ground_max_offset_m
+    )
+    height = points[:, 2] - ground.height_m(points[:, :2])
+    obstacle = (height > config.ground_clearance_m) & (height < config.max_object_height_m)
+    points, height = points[obstacle], height[obstacle]
+    if len(points) < config.min_points:
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
+
+    labels = cluster_labels(
+        points[:, :2],
+        config.max_range_m,
+        config.cluster_cell_m,
+        config.cluster_link_per_m,
+        config.cluster_link_min_m,
+    )
+    counts = np.bincount(labels)
+    big = counts[labels] >= config.min_points
+    points, height, labels = points[big], height[big], labels[big]
+    if len(points) == 0:
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
+    cluster_ids, rects, order = fit_rectangles(
+        points[:, :2], labels, config.angle_step_deg, config.edge_tolerance_m
+    )
+    sorted_labels = labels[order]
+    starts = np.searchsorted(sorted_labels, cluster_ids)
+    n_points = np.diff(np.append(starts, len(sorted_labels)))
+    top_height = np.maximum.reduceat(height[order], starts)
+
+    ext1, ext2, angle1 = rects[:, 2], rects[:, 3], rects[:, 4]
+    # Two hypotheses per rectangle: the object's length lies along e1, or along e2. Both are
+    # needed: a single visible face may be a side or a rear, and a barrier is wider than long.
+    length_h = np.stack([ext1, ext2], axis=1)
+    width_h = np.stack([ext2, ext1], axis=1)
+    yaw_h = np.stack([angle1, angle1 + np.pi / 2], axis=1)
+    n_clusters = len(rects)
+    cost = np.stack(
+        [
+            size_cost(length_h[:, k], width_h[:, k], top_height, config.thin_extent_m)
+            for k in range(2)
+        ],
+        axis=2,
+    )  # (C, K, 2)
+    # Per class, the better of the two hypotheses; then each cluster's best class and, when it is
+    # nearly as good, its runner-up as a second, lower-scored box (sizes alone cannot always tell
+    # a motorcycle from a bicycle or a truck from a construction vehicle).
+    class_cost = cost.min(axis=2)  # (C, K)
+    class_hypothesis = cost.argmin(axis=2)
+    ranked = np.argsort(class_cost, axis=1, kind="stable")
+    rows = np.arange(n_clusters)
+    best_cost = class_cost[rows, ranked[:, 0]]
+    second_cost = class_cost[rows, ranked[:, 1]]
+    first = best_cost <= config.max_class_cost
+    second = (
+        first
+        & (config.second_class_margin > 0)
+        & (second_cost - best_cost <= config.second_class_margin)
+        & (second_cost <= config.max_class_cost)
+    )
+    cluster = np.concatenate([rows[first], rows[second]])
+    label = np.concatenate([ranked[first, 0], ranked[second, 1]])
+    relative = np.concatenate(
+        [np.ones(first.sum()), np.exp(-0.5 * (second_cost - best_cost)[second])]
+    )
+    if len(cluster) == 0:
+        return Boxes3D.empty("ego"), _NO_CLUSTERS
+    hypothesis = class_hypothesis[cluster, label]
+    cand_cost = class_cost[cluster, label]
+    length_m = length_h[cluster, hypothesis]
+    width_m = width_h[cluster, hypothesis]
+    yaw = yaw_h[cluster, hypothesis]
+    center_xy = rects[cluster, :2]
+    top_height, edge_share, n_points = top_height[cluster], rects[cluster, 5], n_points[cluster]
+
+    if config.complete_to_typical_size:
+        # The seen faces are the ones towards the sensor: grow the box away from it.
+        typical = TYPICAL_SIZE_WLH_M[label]
+        grow_length = np.maximum(typical[:, 1] - length_m, 0.0)
+        grow_width = np.maximum(typical[:, 0] - width_m, 0.0)
+        axis_length = np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
+        axis_width = np.stack([-axis_length[:, 1], axis_length[:, 0]], axis=1)
+        away = center_xy - sensor_xy_m
+        sign_length = np.where(np.sum(away * axis_length, axis=1) >= 0, 1.0, -1.0)
+        sign_width = np.where(np.sum(away * axis_width, axis=1) >= 0, 1.0, -1.0)
+        center_xy = (
+            center_xy
+            + axis_length * (0.5 * grow_length * sign_length)[:, None]
+            + axis_width * (0.5 * grow_width * sign_width)[:, None]
+        )
+        length_m, width_m = length_m + grow_length, width_m + grow_width
+
+    # pi-ambiguous: keep the heading that points forward in the ego frame.
+    yaw = wrap_angle(yaw)
+    yaw = np.where(np.abs(yaw) > np.pi / 2, wrap_angle(yaw + np.pi), yaw)
+
+    ground_z = ground.height_m(center_xy)
+    score = (
+        (1.0 - np.exp(-n_points / config.points_scale))
+        * np.exp(-0.5 * cand_cost / 3.0)
+        * (0.5 + 0.5 * edge_share)
+        * relative
+    )
+    boxes = Boxes3D(
+        center_m=np.column_stack([center_xy, ground_z + top_height / 2]),
+        size_wlh_m=np.column_stack([width_m, length_m, top_height]),
+        yaw_rad=yaw,
+        label=label,
+        score=score,
+        frame="ego",
+    )
+    return boxes, cluster
+
+
+def box_velocities(
+    boxes_now: Boxes3D,
+    clusters_now: np.ndarray,
+    boxes_before: Boxes3D,
+    clusters_before: np.ndarray,
+    dt_s: float,
+    max_speed_mps: float,
+) -> np.ndarray:
+    """(N, 2) velocity of each box from its cluster's displacement since an earlier sweep.
+
+    Clusters are matched one-to-one (Hungarian, on the distance between their best boxes' centres)
+    within ``max_speed_mps * dt_s``; both box sets must be in one world-fixed frame. Unmatched
+    clusters get NaN.
+    """
+    velocity = np.full((len(boxes_now), 2), np.nan)
+    if len(boxes_now) == 0 or len(boxes_before) == 0:
+        return velocity
+    ids_now, first_now = np.unique(clusters_now, return_index=True)
+    ids_before, first_before = np.unique(clusters_before, return_index=True)
+    # Boxes are ordered best class first, so a cluster's first box is its best one.
+    xy_now = boxes_now.center_m[first_now, :2]
+    xy_before = boxes_before.center_m[first_before, :2]
+    dist = np.linalg.norm(xy_now[:, None, :] - xy_before[None, :, :], axis=2)
+    gate = max_speed_mps * dt_s
+    rows, cols = linear_sum_assignment(np.where(dist <= gate, dist, 1e6))
+    ok = dist[rows, cols] <= gate
+    cluster_velocity = np.full((len(ids_now), 2), np.nan)
+    cluster_velocity[rows[ok]] = (xy_now[rows[ok]] - xy_before[cols[ok]]) / dt_s
+    return cluster_velocity[np.searchsorted(ids_now, clusters_now)]
+
+
+#: Classes that do not move: their heading is never flipped to follow a (noise) velocity.
+_STATIC_CLASSES = np.array([CLASS_INDEX["barrier"], CLASS_INDEX["traffic_cone"]])
+
+
+class LidarGeometricDetector(Detector):
+    """Ground removal, clustering, L-shape boxes and size-based classes; no weights needed."""
+
+    name = "lidar"
+    meta = submission_meta(use_lidar=True)
+
+    def __init__(self, config: LidarGeometricConfig | None = None) -> None:
+        self.config = config or LidarGeometricConfig()
+
+    def detect_frame(self, frame: Frame) -> Boxes3D:
+        """Global-frame boxes of one keyframe."""
+        config = self.config
+        points_ego, _ = keyframe_points_ego(frame, config.num_sweeps)
+        ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+        boxes, clusters = _detect_clusters(points_ego, config, ego_SE3_lidar.translation[:2])
+        earlier = self._velocity_sweep(frame)
+        if earlier is not None and len(boxes):
+            ego_SE3_global = frame.global_SE3_ego.inverse()
+            sweep_ego_SE3_lidar = earlier.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+            key_ego_SE3_sweep_lidar = ego_SE3_global.compose(earlier.global_SE3_ego).compose(
+                sweep_ego_SE3_lidar
+            )
+            points_before = key_ego_SE3_sweep_lidar.transform_points(
+                load_lidar_points(earlier)[:, :3].astype(np.float64)
+            )
+            boxes_before, clusters_before = _detect_clusters(
+                points_before, config, key_ego_SE3_sweep_lidar.translation[:2]
+            )
+            dt_s = (frame.timestamp_us - earlier.timestamp_us) * 1e-6
+            velocity = box_velocities(
+                boxes, clusters, boxes_before, clusters_before, dt_s, config.max_speed_mps
+            )
+            boxes.velocity_mps = velocity
+            # A moving object heads where it goes: settle the pi ambiguity of its heading.
+            speed = np.hypot(velocity[:, 0], velocity[:, 1])
+            along = np.cos(boxes.yaw_rad) * velocity[:, 0] + np.sin(boxes.yaw_rad) * velocity[:, 1]
+            flip = (
+                (np.nan_to_num(speed) > config.heading_from_motion_mps)
+                & (along < 0)
+                & ~np.isin(boxes.label, _STATIC_CLASSES)
+            )
+            boxes.yaw_rad = np.where(flip, wrap_angle(boxes.yaw_rad + np.pi), boxes.yaw_rad)
+        return boxes.transform(frame.global_SE3_ego, "global", from_frame="ego")
+
+    def _velocity_sweep(self, frame: Frame) -> LidarSweep | None:
+        """The earlier sweep closest to ``velocity_sweep_age_s`` old (within half of it), if any."""
+        target_s = self.config.velocity_sweep_age_s
+        if target_s <= 0 or not frame.sweeps:
+            return None
+        ages_s = np.array([(frame.timestamp_us - s.timestamp_us) * 1e-6 for s in frame.sweeps])
+        k = int(np.argmin(np.abs(ages_s - target_s)))
+        if ages_s[k] <= 0 or abs(ages_s[k] - target_s) > 0.5 * target_s:
+            return None
+        return frame.sweeps[k]
+
+    def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:
+        return [self.detect_frame(frame) for frame in frames]

@@ -1,0 +1,177 @@
+"""The geometric LiDAR detector on ray-cast sweeps of known boxes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from detection_scenes import box_set, make_frame, ray_cast
+
+from autolabel.boxes import Boxes3D
+from autolabel.classes import class_index
+from autolabel.clip import LidarSweep
+from autolabel.nuscenes_reader import DatasetError, load_lidar_points
+from calib.rotation import rotation_from_yaw, wrap_angle
+from calib.se3 import SE3
+from detectors.lidar_geometric import (
+    LidarGeometricConfig,
+    LidarGeometricDetector,
+    cluster_labels,
+    detect_boxes_ego,
+    estimate_ground,
+    fit_rectangles,
+)
+from detectors.lidar_points import keyframe_points_ego
+
+SCENE = [
+    ("car", 12.0, 4.0, 0.3, 1.9, 4.5, 1.6),
+    ("pedestrian", 8.0, -4.0, 0.0, 0.6, 0.7, 1.75),
+    ("truck", -15.0, 8.0, 1.2, 2.5, 7.0, 3.0),
+    ("barrier", 6.0, 10.0, 0.0, 2.5, 0.5, 1.0),
+    ("traffic_cone", 5.0, -8.0, 0.0, 0.4, 0.4, 1.0),
+    ("bicycle", -8.0, -6.0, 2.0, 0.6, 1.7, 1.3),
+    ("bus", 25.0, -12.0, 0.1, 2.9, 11.0, 3.4),
+]
+
+
+def test_finds_every_object_with_its_class_position_and_heading(tmp_path):
+    truth = box_set(SCENE)
+    frame = make_frame(tmp_path, truth)
+    boxes = LidarGeometricDetector().detect_frames([frame])[0]
+    assert boxes.frame == "global"
+    truth_global = frame.ground_truth.boxes
+    dist = np.linalg.norm(truth_global.center_m[:, None, :2] - boxes.center_m[None, :, :2], axis=2)
+    # Each object's best-scoring box within 1 m (a runner-up class may add a lower-scored box).
+    near = dist < 1.0
+    assert near.any(axis=1).all()
+    match = np.argmax(np.where(near, boxes.score[None, :], -1.0), axis=1)
+    assert len(set(match.tolist())) == len(truth)
+    # No box away from every object (a runner-up class's box is grown to that class's size).
+    assert (dist.min(axis=0) < 3.0).all()
+    # Centres within 0.35 m: the unseen far faces are filled in from the class's typical size.
+    assert dist[np.arange(len(truth)), match].max() < 0.35
+    np.testing.assert_array_equal(boxes.label[match], truth.label)
+    # Heading up to the pi ambiguity of a single sweep (cones are round: skipped).
+    not_cone = truth.label != class_index("traffic_cone")
+    dyaw = wrap_angle(2 * (boxes.yaw_rad[match] - truth_global.yaw_rad))[not_cone] / 2
+    assert np.degrees(np.abs(dyaw)).max() < 3.0
+    np.testing.assert_allclose(boxes.size_wlh_m[match, 2], truth.size_wlh_m[:, 2], atol=0.2)
+    assert ((boxes.score > 0) & (boxes.score <= 1)).all()
+    assert np.isnan(boxes.velocity_mps).all()
+
+
+def test_sloped_empty_ground_gives_no_boxes_and_the_plane_is_recovered(tmp_path):
+    sensor = np.array([0.94, 0.0, 1.84])
+    points = ray_cast(Boxes3D.empty("ego"), sensor, ground_slope=(0.04, -0.02))
+    ground = estimate_ground(points, 52.0, 1.0, 0.3)
+    np.testing.assert_allclose(ground.plane, [0.04, -0.02, 0.0], atol=2e-3)
+    assert len(detect_boxes_ego(points, LidarGeometricConfig(), sensor[:2])) == 0
+
+
+def test_objects_on_a_slope_are_found(tmp_path):
+    rows = [("car", 15.0, 0.0, 0.0, 1.9, 4.6, 1.7), ("pedestrian", -10.0, 5.0, 0.0, 0.6, 0.7, 1.8)]
+    truth = box_set(rows)
+    slope = (0.03, 0.0)
+    # Stand the boxes on the slope.
+    truth.center_m[:, 2] += slope[0] * truth.center_m[:, 0]
+    frame = make_frame(tmp_path, truth, ground_slope=slope)
+    boxes = LidarGeometricDetector().detect_frames([frame])[0]
+    top = boxes[np.argsort(-boxes.score)[:2]]
+    assert sorted(top.class_name.tolist()) == ["car", "pedestrian"]
+
+
+def test_walls_and_poles_are_not_objects():
+    sensor = np.array([0.94, 0.0, 1.84])
+    clutter = Boxes3D(
+        center_m=[[0.0, 15.0, 1.5], [10.0, -6.0, 2.5]],
+        size_wlh_m=[[0.3, 30.0, 3.0], [0.25, 0.25, 5.0]],  # a 30 m wall, a 5 m pole
+        yaw_rad=[0.0, 0.0],
+        frame="ego",
+    )
+    points = ray_cast(clutter, sensor)
+    assert len(detect_boxes_ego(points, LidarGeometricConfig(), sensor[:2])) == 0
+
+
+def test_fit_rectangles_recovers_an_l_shape():
+    rng = np.random.default_rng(0)
+    yaw = np.deg2rad(32.0)
+    # Two visible faces of a 4 x 2 m rectangle centred at (10, 3).
+    s = rng.uniform(-2, 2, 200)
+    t = rng.uniform(-1, 1, 100)
+    local = np.concatenate(
+        [np.column_stack([s, np.full(200, -1.0)]), np.column_stack([np.full(100, -2.0), t])]
+    )
+    rot = rotation_from_yaw(yaw)[:2, :2]
+    xy = local @ rot.T + [10.0, 3.0]
+    ids, rects, _ = fit_rectangles(xy, np.zeros(len(xy), dtype=np.int64), 0.5, 0.1)
+    assert ids.tolist() == [0]
+    cx, cy, e1, e2, angle, edge_share = rects[0]
+    assert (cx, cy) == pytest.approx((10.0, 3.0), abs=0.05)
+    assert sorted([e1, e2]) == pytest.approx([2.0, 4.0], abs=0.05)
+    long_angle = angle if e1 > e2 else angle + np.pi / 2
+    assert abs(wrap_angle(2 * (long_angle - yaw))) / 2 < np.deg2rad(0.6)
+    assert edge_share == pytest.approx(1.0)
+
+
+def test_clusters_split_at_gaps_and_join_sparse_far_returns():
+    near = np.array([[5.0, 0.0], [5.2, 0.0], [6.5, 0.0]])  # 1.3 m gap at 5 m: two clusters
+    far = np.array([[40.0, 0.0], [40.0, 0.55]])  # 0.55 m gap at 40 m: one (returns thin out)
+    labels = cluster_labels(np.concatenate([near, far]), 52.0, 0.3)
+    assert labels[0] == labels[1] != labels[2]
+    assert labels[3] == labels[4] and labels[3] not in labels[:3]
+
+
+def test_multi_sweep_points_are_moved_into_the_keyframe_ego_frame(tmp_path):
+    frame = make_frame(tmp_path, box_set([("car", 10.0, 0.0, 0.0, 1.9, 4.6, 1.7)]))
+    # An earlier sweep taken 2 m behind: its points, seen from there, are 2 m farther away.
+    sweep_pose = frame.global_SE3_ego.compose(SE3(np.eye(3), np.array([-2.0, 0.0, 0.0])))
+    key_points = load_lidar_points(frame.lidar.path)
+    ego_SE3_lidar = frame.lidar_calibration.ego_SE3_lidar
+    shifted = key_points.copy()
+    sweep_lidar_SE3_key_lidar = (
+        ego_SE3_lidar.inverse()
+        .compose(SE3(np.eye(3), np.array([2.0, 0.0, 0.0])))
+        .compose(ego_SE3_lidar)
+    )
+    shifted[:, :3] = sweep_lidar_SE3_key_lidar.transform_points(key_points[:, :3])
+    sweep_path = tmp_path / "sweep.pcd.bin"
+    shifted.tofile(sweep_path)
+    frame.sweeps = [LidarSweep(sweep_path, sweep_pose, frame.timestamp_us - 50_000)]
+    one, _ = keyframe_points_ego(frame, 1)
+    two, age = keyframe_points_ego(frame, 2)
+    assert len(two) == 2 * len(one)
+    np.testing.assert_allclose(two[len(one) :], one, atol=1e-4)
+    np.testing.assert_allclose(age[len(one) :], 0.05)
+    boxes = LidarGeometricDetector(LidarGeometricConfig(num_sweeps=2)).detect_frames([frame])[0]
+    assert boxes.class_name[np.argmax(boxes.score)] == "car"
+
+
+def test_bad_lidar_file_is_named(tmp_path):
+    path = tmp_path / "broken.pcd.bin"
+    np.zeros(7, dtype=np.float32).tofile(path)
+    with pytest.raises(DatasetError, match="broken.pcd.bin"):
+        load_lidar_points(path)
+
+
+def test_velocity_and_heading_from_an_earlier_sweep(tmp_path):
+    pose = SE3(rotation_from_yaw(0.4), np.array([50.0, -20.0, 0.0]))
+    # A car driving backwards in the ego frame (heading pi) at 10 m/s, seen now and 0.3 s before,
+    # and a parked car that does not move.
+    rows_now = [("car", 10.0, 7.0, np.pi, 1.9, 4.5, 1.6), ("car", -10.0, -6.0, 0.2, 1.9, 4.6, 1.5)]
+    rows_before = [
+        ("car", 13.0, 7.0, np.pi, 1.9, 4.5, 1.6),
+        ("car", -10.0, -6.0, 0.2, 1.9, 4.6, 1.5),
+    ]
+    before = make_frame(tmp_path, box_set(rows_before), token="before", global_SE3_ego=pose)
+    frame = make_frame(tmp_path, box_set(rows_now), token="now", global_SE3_ego=pose)
+    frame.sweeps = [LidarSweep(before.lidar.path, pose, frame.timestamp_us - 300_000)]
+    boxes = LidarGeometricDetector().detect_frames([frame])[0]
+    best = boxes[np.argsort(-boxes.score)[:2]]
+    ego = best.transform(pose.inverse(), "ego", from_frame="global")
+    moving = int(np.argmax(ego.center_m[:, 0]))
+    # 10 m/s towards -x (ego), expressed in the global frame by the transform.
+    np.testing.assert_allclose(ego.velocity_mps[moving], [-10.0, 0.0], atol=0.5)
+    assert abs(wrap_angle(ego.yaw_rad[moving] - np.pi)) < np.deg2rad(3)
+    np.testing.assert_allclose(ego.velocity_mps[1 - moving], [0.0, 0.0], atol=0.2)
+    # Without an earlier sweep the velocity is unknown.
+    frame.sweeps = []
+    assert np.isnan(LidarGeometricDetector().detect_frames([frame])[0].velocity_mps).all()

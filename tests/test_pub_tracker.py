@@ -1,0 +1,326 @@
+"""PubTracker: association, gating, ageing and track velocities on constructed detections."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autolabel.boxes import Boxes3D
+from autolabel.classes import class_index
+from autolabel.config import ConfigError
+from trackers import get_tracker
+from trackers.pub_tracker import PubTracker, PubTrackerConfig, greedy_match
+
+DT_S = 0.5
+
+
+def _frames(objects: list[dict], num_frames: int, with_velocity: bool = True) -> list[Boxes3D]:
+    """Detections of constant-velocity objects; ``present`` (frame -> bool) hides an object.
+
+    Each object: start (x, y) m, velocity (vx, vy) m/s, class name, score, optional ``present``.
+    The returned boxes carry the object's index in ``track_id`` (the tracker ignores input ids).
+    """
+    frames = []
+    for f in range(num_frames):
+        rows = [(i, o) for i, o in enumerate(objects) if o.get("present", lambda _f: True)(f)]
+        if not rows:
+            frames.append(Boxes3D.empty())
+            continue
+        t = f * DT_S
+        center = np.array(
+            [
+                [o["start"][0] + o["vel"][0] * t, o["start"][1] + o["vel"][1] * t, 1.0]
+                for _, o in rows
+            ]
+        )
+        velocity = np.array([o["vel"] for _, o in rows], dtype=float)
+        if not with_velocity:
+            velocity[:] = np.nan
+        frames.append(
+            Boxes3D(
+                center_m=center,
+                size_wlh_m=np.tile([1.8, 4.5, 1.6], (len(rows), 1)),
+                yaw_rad=np.zeros(len(rows)),
+                velocity_mps=velocity,
+                label=[class_index(o.get("cls", "car")) for _, o in rows],
+                score=[o.get("score", 0.9) for _, o in rows],
+                track_id=[i for i, _ in rows],
+            )
+        )
+    return frames
+
+
+def _track(frames: list[Boxes3D], config: PubTrackerConfig | None = None) -> list[Boxes3D]:
+    """Track constructed frames; the input ``track_id`` (object index) is ignored by the tracker."""
+    return PubTracker(config).track_clip(np.arange(len(frames)) * DT_S, frames)
+
+
+def _id_map(frames: list[Boxes3D], tracked: list[Boxes3D]) -> dict[int, set[int]]:
+    """Object index -> the set of track ids it received (all detections tracked, input order)."""
+    ids: dict[int, set[int]] = {}
+    for det, trk in zip(frames, tracked, strict=True):
+        np.testing.assert_array_equal(trk.center_m, det.center_m)
+        for obj, track_id in zip(det.track_id, trk.track_id, strict=True):
+            ids.setdefault(int(obj), set()).add(int(track_id))
+    return ids
+
+
+@pytest.mark.parametrize("with_velocity", [True, False])
+def test_crossing_targets_keep_their_ids(with_velocity):
+    # Two cars on perpendicular roads pass the origin 0.25 s apart (within each other's 4 m gate
+    # for three keyframes; at 5 m per keyframe only velocity compensation links them), and two
+    # pedestrians walk head-on past each other 0.4 m apart.
+    objects = [
+        {"start": (-25.0, 0.0), "vel": (10.0, 0.0)},
+        {"start": (0.0, -27.5), "vel": (0.0, 10.0)},
+        {"start": (-5.0, 20.0), "vel": (1.4, 0.0), "cls": "pedestrian"},
+        {"start": (5.0, 20.4), "vel": (-1.4, 0.0), "cls": "pedestrian"},
+    ]
+    frames = _frames(objects, 12, with_velocity)
+    ids = _id_map(frames, _track(frames))
+    assert all(len(v) == 1 for v in ids.values()), ids
+    assert len({next(iter(v)) for v in ids.values()}) == 4
+
+
+@pytest.mark.parametrize("max_age", [1, 2, 3, 4])
+@pytest.mark.parametrize("gap", [1, 2, 3, 4])
+def test_occlusion_gap_relinks_only_within_max_age(max_age, gap):
+    # A car at 12 m/s is missed for ``gap`` keyframes: 6 m a frame, beyond the 4 m gate, so
+    # re-linking also needs the track to coast on its velocity while unmatched.
+    objects = [{"start": (0.0, 0.0), "vel": (12.0, 0.0), "present": lambda f: not 4 <= f < 4 + gap}]
+    frames = _frames(objects, 12)
+    tracked = _track(frames, PubTrackerConfig(max_age=max_age))
+    ids = _id_map(frames, tracked)[0]
+    # CenterPoint's rule: re-matchable across at most max_age - 1 consecutive missed keyframes.
+    assert (len(ids) == 1) == (gap <= max_age - 1)
+    # Missed keyframes produce no box (no invented states).
+    for f in range(4, 4 + gap):
+        assert len(tracked[f]) == 0
+
+
+def test_max_age_three_survives_two_missed_frames_without_detector_velocity():
+    objects = [{"start": (0.0, 0.0), "vel": (8.0, 1.0), "present": lambda f: f not in (5, 6)}]
+    frames = _frames(objects, 12, with_velocity=False)
+    assert len(_id_map(frames, _track(frames))[0]) == 1
+
+
+def test_class_gating_by_class_and_distance():
+    # A pedestrian detection appears exactly where a car track is: different class, new track.
+    car = {"start": (0.0, 0.0), "vel": (0.0, 0.0)}
+    ped = {"start": (0.0, 0.0), "vel": (0.0, 0.0), "cls": "pedestrian", "present": lambda f: f == 3}
+    car["present"] = lambda f: f != 3
+    frames = _frames([car, ped], 6)
+    ids = _id_map(frames, _track(frames))
+    assert ids[0].isdisjoint(ids[1])
+
+
+@pytest.mark.parametrize(
+    ("cls", "jump_m", "same"),
+    [
+        ("pedestrian", 0.95, True),
+        ("pedestrian", 1.05, False),
+        ("car", 3.95, True),
+        ("car", 4.05, False),
+        ("bus", 5.45, True),
+        ("bus", 5.55, False),
+        ("motorcycle", 12.9, True),
+        ("motorcycle", 13.1, False),
+    ],
+)
+def test_distance_gate_is_per_class(cls, jump_m, same):
+    # A stationary object (velocity 0) whose detection jumps sideways once.
+    frames = _frames([{"start": (10.0, 10.0), "vel": (0.0, 0.0), "cls": cls}], 4)
+    frames[2].center_m[0, 1] += jump_m
+    frames[3].center_m[0, 1] += jump_m
+    tracked = _track(frames)
+    assert (tracked[1].track_id[0] == tracked[2].track_id[0]) == same
+
+
+def test_gate_override_from_config():
+    frames = _frames([{"start": (0.0, 0.0), "vel": (0.0, 0.0), "cls": "pedestrian"}], 3)
+    frames[2].center_m[0, 0] += 1.5
+    default = _track(frames)
+    wide = _track(frames, PubTrackerConfig(match_distance_m={"pedestrian": 2.0}))
+    assert default[2].track_id[0] != default[1].track_id[0]
+    assert wide[2].track_id[0] == wide[1].track_id[0]
+
+
+def test_stationary_object_one_track_zero_velocity():
+    rng = np.random.default_rng(0)
+    frames = _frames([{"start": (100.0, -40.0), "vel": (0.0, 0.0)}], 40)
+    for f in frames:
+        f.center_m[:, :2] += rng.normal(0, 0.1, size=(len(f), 2))
+        f.velocity_mps[:] = rng.normal(0, 0.2, size=(len(f), 2))
+    tracked = _track(frames)
+    assert {int(t.track_id[0]) for t in tracked} == {0}
+    speed = np.linalg.norm(np.concatenate([t.velocity_mps for t in tracked]), axis=1)
+    # Least-squares slope over 5 samples 0.5 s apart of 0.1 m noise: std 0.1/sqrt(2.5) = 0.063.
+    assert speed.max() < 0.4
+
+
+def test_object_leaving_and_reentering_gets_a_new_id():
+    # Leaves for 6 keyframes (longer than max_age 3 allows), re-enters where it would be.
+    objects = [
+        {"start": (0.0, 0.0), "vel": (5.0, 0.0), "present": lambda f: not 5 <= f < 11},
+        {"start": (0.0, 30.0), "vel": (0.0, 0.0)},
+    ]
+    frames = _frames(objects, 16)
+    tracked = _track(frames)
+    first = {int(t.track_id[t.center_m[:, 1] < 15][0]) for t in tracked[:5]}
+    second = {int(t.track_id[t.center_m[:, 1] < 15][0]) for t in tracked[11:]}
+    assert len(first) == 1 and len(second) == 1 and first != second
+    # Ids are never reused and the other object's track is untouched.
+    assert _id_map(frames, tracked)[1] == {1}
+    assert second == {2}
+    for f in range(5, 11):
+        assert len(tracked[f]) == 1
+
+
+def test_detections_without_velocity_track_fast_objects():
+    # Two cars side by side 3.5 m apart at 14 m/s (7 m per keyframe, beyond the 4 m gate):
+    # the second frame relies on the widened gate of tracks with unknown velocity, later frames
+    # on the finite-difference velocity of the track.
+    objects = [
+        {"start": (0.0, 0.0), "vel": (14.0, 0.0)},
+        {"start": (0.0, 3.5), "vel": (14.0, 0.0), "score": 0.8},
+    ]
+    frames = _frames(objects, 20, with_velocity=False)
+    tracked = _track(frames)
+    ids = _id_map(frames, tracked)
+    assert ids == {0: {0}, 1: {1}}
+    # Output velocity comes from the track (the detector gave none).
+    velocity = np.concatenate([t.velocity_mps for t in tracked])
+    np.testing.assert_allclose(velocity, np.tile([14.0, 0.0], (40, 1)), atol=1e-9)
+
+
+def test_single_observation_keeps_detector_velocity_or_nan():
+    frames = _frames([{"start": (0.0, 0.0), "vel": (3.0, 4.0)}], 1)
+    np.testing.assert_array_equal(_track(frames)[0].velocity_mps, [[3.0, 4.0]])
+    frames = _frames([{"start": (0.0, 0.0), "vel": (3.0, 4.0)}], 1, with_velocity=False)
+    assert np.isnan(_track(frames)[0].velocity_mps).all()
+
+
+def test_static_classes_have_zero_velocity():
+    # A drifting traffic cone (detector claims 1 m/s) is tracked as static: zero velocity, and
+    # its 0.5 m per-frame drift stays inside the 1 m gate without any velocity compensation.
+    frames = _frames([{"start": (0.0, 0.0), "vel": (1.0, 0.0), "cls": "traffic_cone"}], 6)
+    tracked = _track(frames)
+    assert {int(t.track_id[0]) for t in tracked} == {0}
+    assert all(np.array_equal(t.velocity_mps, [[0.0, 0.0]]) for t in tracked)
+
+
+def test_higher_score_claims_the_contested_track():
+    # Frame 0: one car. Frame 1: two detections near it; the lower one listed first is nearer
+    # but the higher-scoring one is visited first and takes the track.
+    frames = _frames([{"start": (0.0, 0.0), "vel": (0.0, 0.0)}], 2)
+    frames[1] = Boxes3D(
+        center_m=[[0.5, 0.0, 1.0], [1.5, 0.0, 1.0]],
+        size_wlh_m=np.ones((2, 3)),
+        yaw_rad=np.zeros(2),
+        velocity_mps=np.zeros((2, 2)),
+        label=[0, 0],
+        score=[0.3, 0.9],
+        track_id=[-1, -1],
+    )
+    frames[0].track_id[:] = -1
+    tracked = PubTracker().track_clip(np.array([0.0, 0.5]), frames)
+    assert tracked[1].track_id.tolist() == [1, 0]
+
+
+def test_new_track_min_score_drops_only_unmatched_low_scores():
+    # Object 0 starts confidently then fades to 0.2 (kept: it extends its track); object 1 is
+    # always at 0.2 (never starts a track).
+    frames = _frames(
+        [
+            {"start": (0.0, 0.0), "vel": (5.0, 0.0)},
+            {"start": (0.0, 20.0), "vel": (0.0, 0.0), "score": 0.2},
+        ],
+        6,
+    )
+    for f in frames[3:]:
+        f.score[0] = 0.2
+    tracked = _track(frames, PubTrackerConfig(new_track_min_score=0.5))
+    assert [t.track_id.tolist() for t in tracked] == [[0]] * 6
+    assert all(np.all(t.center_m[:, 1] < 10) for t in tracked)
+
+
+def test_empty_frame_is_a_missed_frame():
+    objects = [{"start": (0.0, 0.0), "vel": (10.0, 0.0), "present": lambda f: f != 3}]
+    frames = _frames(objects, 8)
+    assert len(frames[3]) == 0
+    assert _id_map(frames, _track(frames)) == {0: {0}}
+
+
+def test_deterministic_and_input_untouched():
+    rng = np.random.default_rng(3)
+    objects = [
+        {
+            "start": tuple(rng.uniform(-30, 30, 2)),
+            "vel": tuple(rng.uniform(-8, 8, 2)),
+            "score": float(s),
+        }
+        for s in rng.uniform(0.1, 1.0, 25)
+    ]
+    frames = _frames(objects, 20)
+    before = [Boxes3D(**{k: getattr(f, k).copy() for k in Boxes3D._ARRAYS}) for f in frames]
+    times = np.arange(20) * DT_S
+    first = PubTracker().track_clip(times, frames)
+    second = PubTracker().track_clip(times, frames)
+    assert all(a == b for a, b in zip(first, second, strict=True))
+    assert all(a == b for a, b in zip(frames, before, strict=True))
+
+
+def test_greedy_match_against_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n, m = rng.integers(0, 8, size=2)
+        dist = rng.uniform(0, 10, size=(n, m)).round(1)  # rounded: ties happen
+        allowed = rng.random((n, m)) < 0.7
+        order = rng.permutation(n).astype(np.int64)
+        expected = np.full(n, -1)
+        free = set(range(m))
+        for i in order:
+            options = [(dist[i, j], j) for j in sorted(free) if allowed[i, j]]
+            if options:
+                expected[i] = min(options)[1]
+                free.remove(expected[i])
+        np.testing.assert_array_equal(greedy_match(dist, allowed, order), expected)
+
+
+def test_greedy_is_not_hungarian():
+    # det 0 (visited first) takes track 0 at 1.0 although the global optimum would give it
+    # track 1 (1.5) and det 1 track 0 (0.2).
+    dist = np.array([[1.0, 1.5], [0.2, 9.0]])
+    allowed = np.array([[True, True], [True, False]])
+    assert greedy_match(dist, allowed, np.array([0, 1])).tolist() == [0, -1]
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ValueError, match="max_age"):
+        PubTrackerConfig(max_age=0)
+    with pytest.raises(ValueError, match=r"match_distance_m\['lorry'\]"):
+        PubTrackerConfig(match_distance_m={"lorry": 3.0})
+    with pytest.raises(ValueError, match=r"match_distance_m\['car'\]"):
+        PubTrackerConfig(match_distance_m={"car": -1.0})
+    with pytest.raises(ValueError, match="new_track_min_score"):
+        PubTrackerConfig(new_track_min_score=1.5)
+    with pytest.raises(ValueError, match="static_classes"):
+        PubTrackerConfig(static_classes=("cone",))
+    with pytest.raises(ConfigError, match="tracker_options: unknown key 'maxage'"):
+        get_tracker("pub", {"maxage": 2})
+    with pytest.raises(KeyError, match="unknown tracker"):
+        get_tracker("sort")
+    # Partial per-class overrides keep the defaults of the other classes.
+    config = get_tracker("pub", {"match_distance_m": {"car": 2.0}}).config
+    assert config.match_distance_m["car"] == 2.0 and config.match_distance_m["bus"] == 5.5
+
+
+def test_bad_inputs_are_rejected():
+    frames = _frames([{"start": (0.0, 0.0), "vel": (0.0, 0.0)}], 3)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        PubTracker().track_clip(np.array([0.0, 0.5, 0.5]), frames)
+    with pytest.raises(ValueError, match="shape"):
+        PubTracker().track_clip(np.array([0.0, 0.5]), frames)
+    frames[1].frame = "ego"
+    with pytest.raises(ValueError, match=r"detections\[1\].*'ego'"):
+        PubTracker().track_clip(np.array([0.0, 0.5, 1.0]), frames)
