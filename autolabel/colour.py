@@ -33,6 +33,10 @@ NAMED_COLOURS_RGB: dict[str, tuple[int, int, int]] = {
 }
 #: Weight of the lightness difference in the naming distance (a and b count fully).
 LIGHTNESS_WEIGHT = 0.5
+#: A surface of a colour shows it at any of these brightness factors (shading, exposure): a
+#: measured colour is compared with each reference colour scaled (in sRGB) by the factor that
+#: fits it best, so the shaded side of a white van is still white, not grey.
+ILLUMINATION_FACTORS = tuple(float(x) for x in np.linspace(0.45, 1.0, 12))
 #: Least difference of distances between the nearest and second-nearest word, Lab units.
 DEFAULT_NAME_MARGIN = 4.0
 #: A mask needs this many pixels for a colour to be measured.
@@ -53,11 +57,15 @@ def lab_from_rgb(rgb: np.ndarray) -> np.ndarray:
 
 def palette_lab(
     palette: Mapping[str, tuple[int, int, int]] | None = None,
+    factors: tuple[float, ...] = ILLUMINATION_FACTORS,
 ) -> tuple[list[str], np.ndarray]:
-    """Names and (K, 3) Lab values of a palette (``NAMED_COLOURS_RGB`` by default)."""
+    """Names and (K, S, 3) Lab values of a palette's colours at S brightness factors
+    (``NAMED_COLOURS_RGB`` by default)."""
     palette = NAMED_COLOURS_RGB if palette is None else palette
     names = list(palette)
-    return names, lab_from_rgb(np.array([palette[n] for n in names], dtype=np.float64))
+    rgb = np.array([palette[n] for n in names], dtype=np.float64)
+    scaled = rgb[:, None, :] * np.asarray(factors, dtype=np.float64)[None, :, None]
+    return names, lab_from_rgb(scaled)
 
 
 def colour_distance(lab_a: np.ndarray, lab_b: np.ndarray) -> np.ndarray:
@@ -72,7 +80,8 @@ def name_colours(
     margin: float = DEFAULT_NAME_MARGIN,
     palette: Mapping[str, tuple[int, int, int]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The nearest colour word of each of (N, 3) Lab colours.
+    """The nearest colour word of each of (N, 3) Lab colours (each word at its best-fitting
+    brightness factor, ``ILLUMINATION_FACTORS``).
 
     Returns:
         (N,) names (object array; ``"unknown"`` where the colour is NaN or ambiguous) and (N,)
@@ -80,7 +89,7 @@ def name_colours(
     """
     names, ref = palette_lab(palette)
     lab = np.asarray(lab, dtype=np.float64).reshape(-1, 3)
-    dist = colour_distance(lab[:, None, :], ref[None, :, :])  # (N, K)
+    dist = colour_distance(lab[:, None, None, :], ref[None, :, :, :]).min(axis=2)  # (N, K)
     finite = np.all(np.isfinite(lab), axis=1)
     dist = np.where(finite[:, None], dist, np.inf)
     order = np.argsort(dist, axis=1, kind="stable")
