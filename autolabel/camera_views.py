@@ -86,7 +86,11 @@ class CameraViews:
 def object_points_global(
     frame_points_global: np.ndarray, boxes: Boxes3D
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The points inside each box, as (object index, point index) pairs sorted by object.
+    """The points inside each box, as (object index, point index) pairs sorted by object, then
+    point (the order of ``np.nonzero(boxes.points_inside(points))``, without its (N, P) matrix).
+
+    Candidates come from a KD-tree query of each box's circumscribed circle in the xy plane; the
+    exact test (``Boxes3D.points_inside``'s, boundaries included) runs on those pairs only.
 
     Args:
         frame_points_global: (P, 3) LiDAR points, global frame, metres.
@@ -95,10 +99,30 @@ def object_points_global(
     Returns:
         owner: (M,) int64 box of each pair; point: (M,) int64 index into the points.
     """
+    from scipy.spatial import cKDTree
+
+    empty = np.zeros(0, np.int64)
     if len(boxes) == 0 or len(frame_points_global) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    owner, point = np.nonzero(boxes.points_inside(frame_points_global))
-    return owner.astype(np.int64), point.astype(np.int64)
+        return empty, empty
+    points = np.asarray(frame_points_global, dtype=np.float64)
+    radius = 0.5 * np.hypot(boxes.size_wlh_m[:, 0], boxes.size_wlh_m[:, 1]) + 1e-6
+    near = cKDTree(points[:, :2]).query_ball_point(boxes.center_m[:, :2], r=radius)
+    lengths = np.array([len(x) for x in near], dtype=np.int64)
+    if lengths.sum() == 0:
+        return empty, empty
+    owner = np.repeat(np.arange(len(boxes), dtype=np.int64), lengths)
+    point = np.concatenate([np.asarray(x, dtype=np.int64) for x in near])
+    d = points[point] - boxes.center_m[owner]
+    c, s = np.cos(boxes.yaw_rad[owner]), np.sin(boxes.yaw_rad[owner])
+    half = 0.5 * boxes.size_wlh_m[owner]
+    inside = (
+        (np.abs(c * d[:, 0] + s * d[:, 1]) <= half[:, 1])
+        & (np.abs(-s * d[:, 0] + c * d[:, 1]) <= half[:, 0])
+        & (np.abs(d[:, 2]) <= half[:, 2])
+    )
+    owner, point = owner[inside], point[inside]
+    order = np.lexsort((point, owner))
+    return owner[order], point[order]
 
 
 def _frame_points_global(clip: Clip, frame_index: int, sweeps: int) -> np.ndarray:

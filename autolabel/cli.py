@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
 
-app = typer.Typer(
+#: Options whose value is optional: given bare (last, or before another option), they take this.
+OPTIONAL_VALUE_OPTIONS = {"--ray": "local"}
+
+
+def with_optional_values(args: list[str]) -> list[str]:
+    """``--ray`` without a value (last, or followed by another option) becomes ``--ray=local``;
+    typer's options always take a value, the command line contract has ``[--ray [ADDRESS]]``."""
+    out = []
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else None
+        if arg in OPTIONAL_VALUE_OPTIONS and (following is None or following.startswith("-")):
+            out.append(f"{arg}={OPTIONAL_VALUE_OPTIONS[arg]}")
+        else:
+            out.append(arg)
+    return out
+
+
+class _Typer(typer.Typer):
+    def __call__(self, *args, **kwargs):
+        sys.argv[1:] = with_optional_values(sys.argv[1:])
+        return super().__call__(*args, **kwargs)
+
+
+app = _Typer(
     no_args_is_help=True, add_completion=False, help="Auto-label nuScenes-format driving logs."
 )
 eval_app = typer.Typer(
@@ -154,6 +178,92 @@ def check_qa(
     print(f"records: {sum(report.records.values())}")
     print(f"mismatches: {len(report.mismatches)}")
     if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    dataroot: Path = typer.Argument(..., help="nuScenes-format dataset root."),
+    version: str = typer.Option(..., "--version", help="Table folder, e.g. v1.0-mini."),
+    out: Path = typer.Option(..., "--out", help="Run folder (one subfolder per clip)."),
+    scenes: str = typer.Option("", help="Comma-separated scene names (default: all)."),
+    detector: str = typer.Option(None, help="Detector backend (lidar, gt, results, bevfusion)."),
+    tracker: str = typer.Option(None, help="Tracker (pub)."),
+    segmenter: str = typer.Option(None, help="Segmenter backend (lidar, sam2)."),
+    config: Path = typer.Option(None, help="YAML run config (PipelineConfig fields, 'ray')."),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        help="Run on Ray: a bare --ray (last, or before another option) starts a local cluster "
+        "sized to the machine; --ray ADDRESS joins one ('auto': the one `ray start` runs here).",
+    ),
+    force: bool = typer.Option(False, help="Recompute clips whose outputs are complete."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Run every stage on every clip; exit 1 when a clip failed (the others still complete)."""
+    from autolabel.config import ConfigError, load_run_config
+    from autolabel.run_report import format_run_report
+
+    try:
+        run_config, ray_options = load_run_config(
+            config, detector=detector, tracker=tracker, segmenter=segmenter
+        )
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from None
+    from autolabel.nuscenes_reader import DatasetError
+    from autolabel.segmentation import SegmenterUnavailable
+    from detectors import DetectorUnavailableError
+
+    scene_list = [s for s in scenes.split(",") if s] or None
+    try:
+        if ray:
+            from ray_jobs.run_clips import run_pipeline_ray
+
+            summary = run_pipeline_ray(
+                dataroot, version, out, scene_list, run_config, ray_options, ray, force, progress
+            )
+        else:
+            from autolabel.pipeline import run_pipeline
+
+            summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
+    except (DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable) as e:
+        # Nothing can run: the dataset, the scene list or a backend is unusable.
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    print(format_run_report(summary))
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("demo_out"), help="Folder for the dataset and the run."),
+    scenes: int = typer.Option(2, help="Synthetic clips."),
+    seconds: float = typer.Option(20.0, help="Clip length, seconds."),
+    width: int = typer.Option(480, help="Camera image width, pixels."),
+    height: int = typer.Option(270, help="Camera image height, pixels."),
+    seed: int = typer.Option(0, help="Seed of the synthetic world and of the run."),
+    ray: str = typer.Option(None, "--ray", help="Run on Ray (as `run --ray`)."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Synthetic clips -> every stage (CPU defaults) -> detection and tracking metrics."""
+    from autolabel.demo import DemoConfig, run_demo
+    from autolabel.run_report import format_run_report
+
+    result = run_demo(
+        out,
+        DemoConfig(scenes=scenes, seconds=seconds, width_px=width, height_px=height, seed=seed),
+        ray_address=ray,
+        use_ray=bool(ray),
+        progress=progress,
+    )
+    print(format_run_report(result["summary"]))
+    print("\ndetection (nuScenes metrics, synthetic ground truth):")
+    print("\n".join(result["detection"]))
+    print("\ntracking:")
+    print("\n".join(result["tracking"]))
+    print(f"\ndataset: {result['dataroot']}\nrun: {result['run']}")
+    if result["summary"].failed:
         raise typer.Exit(1)
 
 

@@ -117,9 +117,12 @@ class ReadOptions:
     Attributes:
         max_sweeps: LiDAR sweeps listed per keyframe, its own included (multi-sweep detectors use
             up to this many; every listed sweep is part of the inputs hash).
+        cameras: camera channels to use (empty: every camera of the keyframes, nuScenes' six in
+            rig order first).
     """
 
     max_sweeps: int = 10
+    cameras: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_sweeps < 1:
@@ -346,8 +349,9 @@ class RayOptions:
             "detect_batch_frames",
             "segment_batch_images",
         ):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key}: must be >= 1, got {getattr(self, key)}")
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ValueError(f"{key}: must be >= 1, got {value}")
         for key in ("detect_num_gpus", "segment_num_gpus"):
             value = getattr(self, key)
             if value is not None and value < 0:

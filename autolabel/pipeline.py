@@ -275,6 +275,7 @@ def read_clip_records(nusc, scene_name: str, config: PipelineConfig) -> Clip:
         nusc,
         scene_name,
         max_sweeps=config.read.max_sweeps,
+        camera_channels=config.read.cameras or None,
         with_ground_truth=config.detector == "gt",
     )
 
@@ -299,7 +300,9 @@ def prepare_clip(
     run.inputs = inputs
     if not force and outputs_complete(clip_dir, config, inputs):
         return ClipOutcome(clip.name, "skipped")
-    (clip_dir / MANIFEST).unlink(missing_ok=True)
+    run.execute("read", lambda: (clip_dir / MANIFEST).unlink(missing_ok=True))
+    if run.error is not None:
+        return finish_clip(run)
     images = sum(len(f.cameras) for f in clip.frames)
     sweeps = sum(1 + len(f.sweeps) for f in clip.frames)
     run.complete("read", ({"frames": len(clip.frames), "images": images, "sweeps": sweeps}, []))
@@ -353,8 +356,14 @@ def run_clip(
     config: PipelineConfig,
     force: bool = False,
     models: Models | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> ClipOutcome:
-    """Every stage on one clip of a loaded dataset; never raises for a bad clip, records it."""
+    """Every stage on one clip of a loaded dataset; never raises for a bad clip, records it.
+
+    ``on_stage(name)`` is called as each stage starts (progress display).
+    """
+    if on_stage:
+        on_stage("read")
     start = time.perf_counter()
     try:
         clip = read_clip_records(nusc, scene_name, config)
@@ -364,8 +373,23 @@ def run_clip(
     if isinstance(run, ClipOutcome):
         return run
     for name, stage in STAGES:
+        if on_stage and run.error is None:
+            on_stage(name)
         run.run_stage(name, stage)
     return finish_clip(run)
+
+
+def load_models(config: PipelineConfig, models: Models | None = None) -> Models:
+    """Build the detector and the segmenter now, so that a backend that cannot run here (no
+    weights, no GPU, a missing package) stops the run before the first clip, not in every clip.
+
+    Raises:
+        detectors.DetectorUnavailableError, autolabel.segmentation.SegmenterUnavailable.
+    """
+    models = models or Models(config)
+    models.detector()
+    models.segmenter()
+    return models
 
 
 @dataclass
@@ -434,12 +458,15 @@ def run_pipeline(
     out_dir = Path(out_dir)
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
-    models = Models(config)
+    models = load_models(config)
     outcomes = []
     with tqdm(names, desc="clips", unit="clip", disable=not progress) as bar:
         for name in bar:
-            bar.set_postfix_str(name)
-            outcomes.append(run_clip(nusc, name, out_dir, config, force, models))
+
+            def show(stage: str, name: str = name) -> None:
+                bar.set_postfix_str(f"{name}: {stage}")
+
+            outcomes.append(run_clip(nusc, name, out_dir, config, force, models, show))
     summary = RunSummary(out_dir, outcomes, time.perf_counter() - start, "local")
     write_run_summary(summary)
     return summary

@@ -534,40 +534,31 @@ class QACheckError(ValueError):
 
 
 def keyframe_regions(ctx: StageContext) -> list:
-    """The grounding of each QA keyframe: its regions and every view of them in its window."""
-    from autolabel.qa.grounding import KeyframeRegions
+    """The grounding of each QA keyframe: its regions and every view of them in its window
+    (visible or not), via ``autolabel.qa.grounding.regions_from_views``."""
+    from autolabel.qa.grounding import regions_from_views
 
     views: CameraViews = ctx.results["views"]
-    keep: np.ndarray = ctx.results["visible"]
     rles, _ = ctx.results["masks"]
-    region_ids = ctx.results["region_ids"]
     windows = ctx.results["windows"]
-    attrs = ctx.results["attributes"]
-    out = []
+    keyframe, rows = [], []
     for pos, k in enumerate(windows.keyframe):
-        of_k = region_ids.keyframe == k
-        if not of_k.any():
-            continue
-        tracks = region_ids.track_id[of_k]
         frames = window_frames(windows, pos, ctx.config.qa.grounding_frames)
-        rows = np.flatnonzero(np.isin(views.frame_index, frames) & np.isin(views.track_id, tracks))
-        order = np.argsort(tracks, kind="stable")
-        view_region = order[np.searchsorted(tracks[order], views.track_id[rows])]
-        out.append(
-            KeyframeRegions(
-                keyframe_index=int(k),
-                region_id=region_ids.region_id[of_k],
-                track_id=tracks,
-                label=np.asarray(attrs.label)[attrs.row_of(np.full(len(tracks), k), tracks)],
-                view_region=view_region,
-                view_camera=np.asarray(views.channels, dtype=object)[views.camera[rows]],
-                view_frame_index=views.frame_index[rows],
-                view_box_px=views.box_clipped_px[rows],
-                view_mask_rle=[rles[i] for i in rows],
-                view_visible=keep[rows],
-            )
-        )
-    return out
+        in_window = np.flatnonzero(np.isin(views.frame_index, frames))
+        keyframe.append(np.full(len(in_window), k, np.int64))
+        rows.append(in_window)
+    kf = np.concatenate(keyframe) if keyframe else np.zeros(0, np.int64)
+    row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    return regions_from_views(
+        kf,
+        views.track_id[row],
+        np.asarray(views.channels, dtype=object)[views.camera[row]],
+        views.frame_index[row],
+        views.box_clipped_px[row],
+        [rles[i] for i in row],
+        ctx.results["visible"][row],
+        ctx.results["region_ids"],
+    )
 
 
 def qa_stage(ctx: StageContext) -> StageResult:

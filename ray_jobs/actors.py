@@ -105,7 +105,13 @@ def actor_count(requested: int | None, gpus_each: float, resources: dict[str, fl
 def make_actors(
     config: PipelineConfig, options: RayOptions, resources: dict[str, float]
 ) -> tuple[list[Any], list[Any]]:
-    """Start the detector and segmenter actors of a run: (detector actors, segmenter actors)."""
+    """Start the detector and segmenter actors of a run and wait until each has loaded its model:
+    (detector actors, segmenter actors).
+
+    Raises:
+        RuntimeError: an actor could not start (e.g. a backend without its weights); the message
+            carries the backend's own explanation.
+    """
     import ray
 
     gpus = resources.get("GPU", 0.0)
@@ -126,4 +132,10 @@ def make_actors(
         segmenter_cls.remote(config)
         for _ in range(actor_count(options.segment_actors, seg_gpus, resources))
     ]
+    try:
+        ray.get([actor.pid.remote() for actor in detectors + segmenters])
+    except ray.exceptions.RayActorError as exc:
+        for actor in detectors + segmenters:
+            ray.kill(actor)
+        raise RuntimeError(f"a model actor could not start: {exc}") from None
     return detectors, segmenters

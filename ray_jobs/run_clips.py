@@ -38,6 +38,10 @@ from autolabel.pipeline import (
 STEPS = ("read", "detect", "track+attributes", "segment", "visibility+marks+qa")
 
 
+#: The first stage of each driver step (a failure's stage; the first progress bar it skips).
+_STAGE_OF_STEP = {"prepare": "read", "after_detect": "detect", "finish": "segment"}
+
+
 class _Progress:
     """One tqdm bar per step, each counting the clips that finished it."""
 
@@ -147,8 +151,16 @@ def run_pipeline_ray(
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
             name, step, run_ref = pending.pop(ref)
-            if step == "prepare":
+            try:
                 value = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                # A system failure that outlived its retries (a worker or actor died too often):
+                # the clip fails, the run goes on; a re-run recomputes it.
+                finished(ClipOutcome(name, "failed", error=error_record(_STAGE_OF_STEP[step], exc)))
+                bars.done(*STEPS[STEPS.index(_STAGE_OF_STEP[step]) :])
+                admit()
+                continue
+            if step == "prepare":
                 bars.done("read")
                 if isinstance(value, ClipOutcome):
                     finished(value)
@@ -163,7 +175,7 @@ def run_pipeline_ray(
                     )
                     pending[count_ref] = (name, "after_detect", run_ref)
             elif step == "after_detect":
-                n_batches = ray.get(ref)
+                n_batches = value
                 bars.done("detect", "track+attributes")
                 seg = [
                     next_actor("segment", segmenters).segment.remote(run_ref, i)
@@ -171,7 +183,7 @@ def run_pipeline_ray(
                 ]
                 pending[tasks["finish"].remote(run_ref, *seg)] = (name, "finish", None)
             else:
-                finished(ray.get(ref))
+                finished(value)
                 bars.done("segment", "visibility+marks+qa")
             admit()
     finally:

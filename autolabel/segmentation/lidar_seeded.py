@@ -208,7 +208,13 @@ class LidarSeededSegmenter:
                 or box[3] - box[1] < self.config.min_box_side_px
             ):
                 continue
-            mask_roi, roi, feats = self._segment_one(image_bgr, box, all_seeds, seed_owner == i)
+            try:
+                mask_roi, roi, feats = self._segment_one(image_bgr, box, all_seeds, seed_owner == i)
+            except cv2.error:
+                # GrabCut cannot start when the working crop leaves it no background or no
+                # foreground pixel (a sliver of a box at the image edge, shrunk below a pixel):
+                # treat the box as too thin to cut.
+                continue
             u0, v0, u1, v1 = roi
             masks[i, v0:v1, u0:u1] = mask_roi
             features[i] = feats

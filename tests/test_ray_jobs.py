@@ -1,0 +1,189 @@
+"""The pipeline on a local Ray cluster: same bytes as the serial run, also when worker and actor
+processes are killed in the middle of the job, and after a re-run of a job that lost clips."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pipeline_data import VERSION, assert_same_outputs, fast_config, make_dataset
+
+from autolabel.config import RayOptions
+from autolabel.pipeline import SUMMARY, run_pipeline
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray_jobs.cluster import local_runtime_env
+
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env=local_runtime_env(),
+    )
+    yield ray.cluster_resources()
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    return root, make_dataset(root, scenes=2)["scenes"]
+
+
+@pytest.fixture(scope="module")
+def serial(dataset, tmp_path_factory):
+    root, _ = dataset
+    out = tmp_path_factory.mktemp("serial")
+    summary = run_pipeline(root, VERSION, out, None, fast_config(), progress=False)
+    assert all(c.status == "done" for c in summary.clips), [c.error for c in summary.clips]
+    return out
+
+
+#: Small batches so that a clip's model work spans several actor calls (and actors).
+OPTIONS = {
+    "detect_actors": 1,
+    "segment_actors": 2,
+    "detect_num_gpus": 0,
+    "segment_num_gpus": 0,
+    "detect_batch_frames": 3,
+    "segment_batch_images": 6,
+}
+
+
+def _run_ray(dataset, out: Path, **options):
+    from ray_jobs.run_clips import run_pipeline_ray
+
+    root, _ = dataset
+    return run_pipeline_ray(
+        root, VERSION, out, None, fast_config(), RayOptions(**{**OPTIONS, **options}),
+        progress=False,
+    )  # fmt: skip
+
+
+def test_actor_gpus_and_counts_follow_the_config_and_the_cluster():
+    from ray_jobs.actors import actor_count, actor_gpus
+
+    # Requested values win; by default a GPU backend takes one GPU where the cluster has one.
+    assert actor_gpus(0.5, gpu_backend=False, cluster_gpus=0) == 0.5
+    assert actor_gpus(None, gpu_backend=True, cluster_gpus=4) == 1.0
+    assert actor_gpus(None, gpu_backend=True, cluster_gpus=0) == 0.0
+    assert actor_gpus(None, gpu_backend=False, cluster_gpus=4) == 0.0
+    # One actor per GPU share, or per CPU for CPU backends.
+    assert actor_count(None, 1.0, {"CPU": 16, "GPU": 4}) == 4
+    assert actor_count(None, 0.5, {"CPU": 16, "GPU": 4}) == 8
+    assert actor_count(None, 0.0, {"CPU": 16, "GPU": 4}) == 16
+    assert actor_count(3, 1.0, {"CPU": 16, "GPU": 4}) == 3
+
+
+def test_frame_batches_cover_every_keyframe_once():
+    from ray_jobs.clip_tasks import frame_batches
+
+    assert frame_batches(8, 3) == [(0, 3), (3, 6), (6, 8)]
+    assert frame_batches(2, 8) == [(0, 2)]
+    assert frame_batches(0, 4) == []
+
+
+def test_ray_run_writes_the_serial_run_s_bytes(cluster, dataset, serial, tmp_path):
+    summary = _run_ray(dataset, tmp_path / "ray")
+    assert [c.status for c in summary.clips] == ["done"] * 2, [c.error for c in summary.clips]
+    assert summary.executor == "ray"
+    assert_same_outputs(serial, tmp_path / "ray")
+
+
+def _descends_from_us(pid: int) -> bool:
+    """True when ``pid`` is a descendant of this test process (a worker of our own cluster)."""
+    me = os.getpid()
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if pid == me:
+            return True
+    return False
+
+
+def _processes_titled(prefix: str) -> list[int]:
+    """PIDs of our Ray worker processes whose title starts with ``prefix`` (Ray titles a worker
+    ``ray::<task>`` or ``ray::<Actor>.<method>`` while it runs one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith(prefix) and _descends_from_us(int(entry.name)):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+class Killer(threading.Thread):
+    """Kills (SIGKILL) the first process seen running each of ``titles``."""
+
+    def __init__(self, titles: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.titles, self.killed, self.stop = list(titles), {}, threading.Event()
+
+    def run(self) -> None:
+        while self.titles and not self.stop.is_set():
+            for title in list(self.titles):
+                pids = _processes_titled(title)
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    self.killed[title] = pids[0]
+                    self.titles.remove(title)
+            time.sleep(0.02)
+
+
+def _run_with_kills(dataset, out: Path, titles: list[str], **options):
+    killer = Killer(titles)
+    killer.start()
+    try:
+        summary = _run_ray(dataset, out, **options)
+    finally:
+        killer.stop.set()
+        killer.join()
+    return summary, killer.killed
+
+
+def test_killed_workers_and_actors_are_retried_to_the_same_bytes(
+    cluster, dataset, serial, tmp_path
+):
+    out = tmp_path / "ray"
+    titles = ["ray::SegmenterWorker.segment", "ray::after_detect", "ray::finish"]
+    summary, killed = _run_with_kills(dataset, out, titles)
+    assert sorted(killed) == sorted(titles), f"only killed {killed}"
+    assert [c.status for c in summary.clips] == ["done"] * 2, [c.error for c in summary.clips]
+    clips = [c["clip"] for c in json.loads((out / SUMMARY).read_text())["clips"]]
+    assert clips == dataset[1]  # each clip once
+    assert not list(out.rglob("*.tmp"))
+    assert_same_outputs(serial, out)
+
+
+def test_a_rerun_completes_what_a_failed_job_lost(cluster, dataset, serial, tmp_path):
+    out = tmp_path / "ray"
+    # No retries: killing the segmenter actor loses the clips it was serving.
+    first, killed = _run_with_kills(
+        dataset, out, ["ray::SegmenterWorker.segment"], max_retries=0, max_restarts=0
+    )
+    assert killed
+    failed = [c.clip for c in first.clips if c.status == "failed"]
+    assert failed and all(c.error["message"] for c in first.clips if c.status == "failed")
+    second = _run_ray(dataset, out)
+    status = {c.clip: c.status for c in second.clips}
+    assert all(status[name] == "done" for name in failed)
+    assert all(s in ("done", "skipped") for s in status.values())
+    assert_same_outputs(serial, out)
