@@ -37,6 +37,10 @@ eval_app = typer.Typer(
     no_args_is_help=True, help="Score labels with the official nuScenes metrics."
 )
 app.add_typer(eval_app, name="eval")
+bench_app = typer.Typer(
+    no_args_is_help=True, help="Export a QA run as a benchmark and score model answers."
+)
+app.add_typer(bench_app, name="bench")
 
 
 @app.command()
@@ -179,6 +183,100 @@ def check_qa(
     print(f"mismatches: {len(report.mismatches)}")
     if not report.ok:
         raise typer.Exit(1)
+
+
+@eval_app.command("qa")
+def eval_qa(
+    reference: Path = typer.Argument(..., help="Reference run (ground-truth replay detections)."),
+    candidate: Path = typer.Argument(..., help="Candidate run (the detector under test)."),
+    out: Path = typer.Option(None, help="Output JSON (default CANDIDATE/eval/label_quality.json)."),
+    match_distance_m: float = typer.Option(2.0, help="Centre distance for a match, metres."),
+    method: str = typer.Option("greedy", help="Association: greedy (devkit) or hungarian."),
+) -> None:
+    """Label quality: agreement of the candidate's QA answers with the reference's, per type."""
+    from rich.console import Console
+
+    from autolabel.evaluation.label_quality import (
+        LabelQualityConfig,
+        evaluate_label_quality,
+        format_label_quality,
+        label_quality_table,
+    )
+
+    try:
+        config = LabelQualityConfig(match_distance_m=match_distance_m, method=method)
+        result = evaluate_label_quality(reference, candidate, out, config)
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    print("\n".join(format_label_quality(result)))
+    Console(width=140).print(label_quality_table(result))
+    print(f"written: {result['output']}")
+
+
+@bench_app.command("export")
+def bench_export(
+    run: Path = typer.Argument(..., help="Run folder with <clip>/qa.jsonl."),
+    out: Path = typer.Option(..., "--out", help="Benchmark folder to write."),
+    dataroot: Path = typer.Option(None, help="Dataset root (default: the clips' manifests')."),
+    images: bool = typer.Option(True, help="Render the Set-of-Mark images."),
+    dynamic_only: bool = typer.Option(False, help="Drop scene groups where nothing moves."),
+    seed: int = typer.Option(0, help="Seed of the random baseline."),
+) -> None:
+    """Write questions.jsonl (feed it to a VLM), answer_key.jsonl, images and baselines."""
+    from autolabel.benchmark.export import ExportConfig, export_benchmark
+
+    try:
+        config = ExportConfig(images=images, dynamic_only=dynamic_only, seed=seed)
+        summary = export_benchmark(run, out, dataroot, config)
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    print(f"questions: {summary['questions']}")
+    for name, n in summary["by_set"].items():
+        print(f"{name}: {n}")
+    print(f"groups: {summary['groups']}")
+    for name, n in summary["groups_by_situation"].items():
+        print(f"situation {name}: {n}")
+    print(f"written: {out}")
+
+
+@bench_app.command("score")
+def bench_score(
+    bench: Path = typer.Argument(..., help="Benchmark folder (autolabel bench export)."),
+    answers: Path = typer.Argument(..., help='JSONL of {"id", "answer"} per question.'),
+    out: Path = typer.Option(None, help="Metrics JSON (default ANSWERS.scores.json)."),
+) -> None:
+    """LSR@t, MLSR, TLC, per-dimension SR, accuracies; prints a table and writes JSON."""
+    from rich.console import Console
+
+    from autolabel.benchmark.scoring import breakdown_table, format_scores, score_benchmark
+
+    try:
+        result = score_benchmark(bench, answers, out)
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    print("\n".join(format_scores(result)))
+    Console(width=120).print(breakdown_table(result))
+    print(f"written: {result['scores_file']}")
+
+
+@app.command("report")
+def report(
+    run: Path = typer.Argument(..., help="Run folder."),
+    dataroot: Path = typer.Option(None, help="Dataset root (default: the clips' manifests')."),
+    max_keyframes: int = typer.Option(None, help="At most this many QA keyframes per clip."),
+) -> None:
+    """Write RUN/report/index.html: metrics, Set-of-Mark views, bird's-eye plots, QA."""
+    from autolabel.report import write_report
+
+    try:
+        path = write_report(run, dataroot, max_keyframes_per_clip=max_keyframes)
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    print(f"written: {path}")
 
 
 @app.command()
