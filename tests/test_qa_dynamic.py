@@ -46,7 +46,7 @@ NEW_TYPES = {
     "app_colour", "act_moving", "act_speed_change", "act_turn", "act_lane_change",
     "act_approach", "act_comes_within", "cnt_visible", "cnt_crossed", "tmp_first_seen",
     "tmp_passes_first", "tmp_appearance_order", "tmp_appearance_order_3", "cap_object",
-    "cap_scene",
+    "cap_scene", "cap_keyframe",
 }  # fmt: skip
 TEMPLATES = load_templates()
 
@@ -244,7 +244,7 @@ def test_check_catches_a_wrong_action(clip):
     assert any(m.record_id == rec["id"] and m.field == "answer_values.outcome" for m in mm)
 
 
-def test_scene_caption_lists_every_region_of_its_camera(clip):
+def test_scene_captions_list_every_region_of_their_camera_or_keyframe(clip):
     for r in (r for r in clip["records"] if r["type"] == "cap_scene"):
         cam = r["params"]["asked_cameras"][0]
         kf = r["keyframe"]["frame_index"]
@@ -255,3 +255,10 @@ def test_scene_caption_lists_every_region_of_its_camera(clip):
         assert [x["region_id"] for x in r["answer_values"]["items"]] == expected
         for x in r["regions"]:
             assert f"Region [{x['region_id']}]" in r["answer"]
+    for r in (r for r in clip["records"] if r["type"] == "cap_keyframe"):
+        kf = r["keyframe"]["frame_index"]
+        kr = next(k for k in clip["regions"] if k.keyframe_index == kf)
+        at_key = (kr.view_frame_index == kf) & kr.view_visible
+        expected = sorted(kr.region_id[np.unique(kr.view_region[at_key])])
+        assert [x["region_id"] for x in r["regions"]] == expected
+        assert r["cameras"] == list(clip["meta"].channels)

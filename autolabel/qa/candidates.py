@@ -21,8 +21,10 @@ sets); none loops over objects in Python.
   object two cameras show is one region, so it counts once).
 - ``camera_regions``: one candidate per keyframe and camera; its regions are every region that
   camera shows, by region id (a description of the marked image).
+- ``keyframe_regions``: one candidate per keyframe; its regions are all its regions, by region id
+  (a description of the whole marked scene around the ego).
 
-The last two ask about a variable number of regions (at most ``len(ROLES)``; a keyframe with more
+The last three ask about a variable number of regions (at most ``len(ROLES)``; a keyframe with more
 gives no candidate): their regions are padded with -1.
 """
 
@@ -299,6 +301,15 @@ def _camera_regions(cr: ClipRegions, params, horizons, rng) -> Candidates:
     return _make(kpos, _padded(members, len(ROLES)), cameras=cam, k=len(ROLES))
 
 
+def _keyframe_regions(cr: ClipRegions, params, horizons, rng) -> Candidates:
+    """Every keyframe with 1..len(ROLES) regions; regions: all of them, by region id."""
+    counts = np.diff(cr.offsets)
+    kpos = np.flatnonzero((counts > 0) & (counts <= len(ROLES)))
+    members = [np.arange(cr.offsets[k], cr.offsets[k + 1]) for k in kpos]
+    cams = np.stack([np.full(len(kpos), _front_camera(cr.channels)), np.full(len(kpos), -1)], 1)
+    return _make(kpos, _padded(members, len(ROLES)), cameras=cams, k=len(ROLES))
+
+
 Enumerator = Callable[
     [ClipRegions, Mapping[str, Any], tuple[float, ...], np.random.Generator], Candidates
 ]
@@ -316,6 +327,7 @@ SUBJECTS: dict[str, tuple[int | None, Enumerator]] = {
     "class_group": (0, _class_group),
     "class_group_members": (VARIABLE, _class_group_members),
     "camera_regions": (VARIABLE, _camera_regions),
+    "keyframe_regions": (VARIABLE, _keyframe_regions),
 }
 #: Subjects whose candidates carry an option from ``params["groups"]``.
 GROUP_SUBJECTS = ("class_group", "class_group_members")

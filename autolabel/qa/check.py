@@ -361,7 +361,11 @@ class _ClipChecker:
                 continue
         for rec in self.records:
             qt = self.templates.types.get(rec.get("type")) if isinstance(rec, Mapping) else None
-            if qt is None or qt.subjects not in ("class_group_members", "camera_regions"):
+            if qt is None or qt.subjects not in (
+                "class_group_members",
+                "camera_regions",
+                "keyframe_regions",
+            ):
                 continue
             try:
                 kf = int(rec["keyframe"]["frame_index"])
@@ -371,6 +375,9 @@ class _ClipChecker:
                     camera = params["asked_cameras"][0]
                     belongs = {r for r, (_, cams, _) in known[kf].items() if camera in cams}
                     what = f"shown by {camera}"
+                elif qt.subjects == "keyframe_regions":
+                    belongs = set(known[kf])
+                    what = "a region of the keyframe"
                 else:
                     group = [g for g in qt.params["groups"] if g["key"] == params["class_group"]]
                     classes = set(group[0]["classes"])

@@ -282,6 +282,8 @@ class _ClipGenerator:
             return keys[cands.option[idx]]
         if qt.subjects == "camera_regions":
             return np.asarray(self.table.channels, dtype=object)[cands.cameras[idx, 0]]
+        if qt.subjects == "keyframe_regions":
+            return np.full(len(idx), "scene", dtype=object)
         if cands.regions.shape[1] == 0:
             return np.full(len(idx), "ego", dtype=object)
         return self.table.label[cands.regions[idx, 0]]
