@@ -304,7 +304,8 @@ class _ClipGenerator:
             self.config,
             self.state,
             rng,
-            class_cap=qt.subjects != "ego",
+            # Questions about the ego alone or the whole scene have no class to cap.
+            class_cap=qt.subjects not in ("ego", "keyframe_regions"),
         )
         return [self._record(qt, cands, res, int(idx[p]), rng, seq, None) for p in picked]
 
