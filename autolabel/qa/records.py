@@ -24,12 +24,16 @@ One record per line of ``<clip>/qa.jsonl``, canonical JSON (sorted keys, no NaN)
 - ``category`` (object_centric, ego_centric, spatiotemporal, multiple_choice, multi_view),
   ``kind`` (qualitative, quantitative), ``type`` and ``template_id`` (the question type);
   ``template_variant``: ``{question, answer, explanation}`` indices of the phrasings used.
-- ``params``: inputs of the question that are not regions: ``horizon_s`` (spatiotemporal) and
-  ``asked_cameras`` (channels named in the text).
+- ``params``: inputs of the question that are not regions: ``horizon_s`` (spatiotemporal),
+  ``asked_cameras`` (channels named in the text) and ``class_group`` (a count's class group).
 - ``regions``: in role order (A, B, ...): ``{role, region_id, track_id, class, cameras_visible
   (channels that show it at the keyframe), views: [{camera, frame_index, time_offset_s, box_px
   [u_min, v_min, u_max, v_max], mask_rle {size [h, w], counts}, visible}]}`` for the record's
-  cameras and its context (and future) frames.
+  cameras and its context (and future) frames (the keyframe only for ``views: keyframe`` types);
+  ``colour_lab`` ([L, a, b] measured under the mask, or null) where the answer names a colour.
+  Types over a set of regions (a count, a scene description) list every region of the set.
+- Descriptive answers also store their facet keys (``colour``, ``position``, ``action``) and, for
+  a set of regions, ``items``: per region ``{region_id, <facet>: key, <value>: number}``.
 
 ``autolabel check-qa`` re-derives ``answer_values``, ``question``, ``answer`` and ``explanation``
 from ``attributes.parquet`` through region -> track and fails on any disagreement.
