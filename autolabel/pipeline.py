@@ -455,7 +455,7 @@ def run_pipeline(
 
     start = time.perf_counter()
     config = config or PipelineConfig()
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
     models = load_models(config)

@@ -335,10 +335,10 @@ def evaluate_views(views: CameraViews, rles: list[dict[str, Any]], score: np.nda
     from autolabel.visibility import VisibilityDecision, evaluate_visibility
 
     n = len(views)
-    sizes = views.image_size_px[views.camera] if n else np.zeros((0, 2), np.int64)
     if n == 0:
         empty = np.zeros((0, 4))
         return evaluate_visibility(empty, [], np.zeros(0), np.zeros(0), (1, 1), config=config)
+    sizes = views.image_size_px[views.camera]
     merged: dict[str, np.ndarray] = {}
     for size in np.unique(sizes, axis=0):
         rows = np.flatnonzero(np.all(sizes == size, axis=1))

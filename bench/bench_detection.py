@@ -66,6 +66,9 @@ def main() -> None:
         "--seed", type=int, default=1, help="1: not the clips the defaults were tuned on"
     )
     parser.add_argument("--out", type=Path, default=None, help="keep the dataset and runs here")
+    parser.add_argument(
+        "--reuse", action="store_true", help="reuse the dataset already generated in OUT/data"
+    )
     args = parser.parse_args()
 
     tmp = None
@@ -76,20 +79,28 @@ def main() -> None:
         out = args.out
     dataroot = out / "data"
     start = time.perf_counter()
-    synth = generate_dataset(
-        dataroot,
-        SynthConfig(
-            scenes=args.scenes,
-            seconds=args.seconds,
-            seed=args.seed,
-            width_px=160,
-            height_px=90,
-            progress=False,
-        ),
-        overwrite=True,
-    )
-    print(f"generated {len(synth['scenes'])} clips, {synth['samples']} keyframes, "
-          f"{synth['sample_annotations']} annotations in {time.perf_counter() - start:.0f} s")  # fmt: skip
+    if args.reuse:
+        version = "v1.0-mini"
+        names = sorted(
+            s["name"] for s in json.loads((dataroot / version / "scene.json").read_text())
+        )
+        synth = {"version": version, "scenes": names}
+        print(f"reusing {len(names)} clips in {dataroot}")
+    else:
+        synth = generate_dataset(
+            dataroot,
+            SynthConfig(
+                scenes=args.scenes,
+                seconds=args.seconds,
+                seed=args.seed,
+                width_px=160,
+                height_px=90,
+                progress=False,
+            ),
+            overwrite=True,
+        )
+        print(f"generated {len(synth['scenes'])} clips, {synth['samples']} keyframes, "
+              f"{synth['sample_annotations']} annotations in {time.perf_counter() - start:.0f} s")  # fmt: skip
     nusc = NuScenes(version=synth["version"], dataroot=str(dataroot), verbose=False)
     clips = [read_clip(nusc, scene, max_sweeps=10) for scene in synth["scenes"]]
     points = sum(os.path.getsize(f.lidar.path) // 20 for clip in clips for f in clip.frames) / sum(

@@ -19,6 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's code, and the test helpers
+
 
 def _load() -> str:
     try:
@@ -50,6 +53,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import ray
+    from pipeline_data import assert_same_outputs
 
     from autolabel.config import RayOptions
     from autolabel.demo import small_image_config
@@ -58,9 +62,6 @@ def main() -> None:
     from autolabel.synth.generator import generate_dataset
     from ray_jobs.cluster import connect
     from ray_jobs.run_clips import run_pipeline_ray
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from pipeline_data import assert_same_outputs
 
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
         root = args.dataroot or Path(tmp) / "data"

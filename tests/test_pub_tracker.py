@@ -165,7 +165,7 @@ def test_object_leaving_and_reentering_gets_a_new_id():
         {"start": (0.0, 30.0), "vel": (0.0, 0.0)},
     ]
     frames = _frames(objects, 16)
-    tracked = _track(frames)
+    tracked = _track(frames, PubTrackerConfig(max_age=3))
     first = {int(t.track_id[t.center_m[:, 1] < 15][0]) for t in tracked[:5]}
     second = {int(t.track_id[t.center_m[:, 1] < 15][0]) for t in tracked[11:]}
     assert len(first) == 1 and len(second) == 1 and first != second
@@ -174,6 +174,21 @@ def test_object_leaving_and_reentering_gets_a_new_id():
     assert second == {2}
     for f in range(5, 11):
         assert len(tracked[f]) == 1
+
+
+def test_long_max_age_relinks_only_where_the_track_predicts():
+    # With the default max_age (40) the same 6-keyframe absence is bridged when the object comes
+    # back where its track predicts, but not when it comes back elsewhere (it turned around).
+    present = lambda f: not 5 <= f < 11  # noqa: E731
+    straight = _frames([{"start": (0.0, 0.0), "vel": (5.0, 0.0), "present": present}], 16)
+    assert _id_map(straight, _track(straight)) == {0: {0}}
+    turned = _frames([{"start": (0.0, 0.0), "vel": (5.0, 0.0), "present": present}], 16)
+    # It comes back driving the other way: moved back by its own velocity, its frame-11 detection
+    # is at x = 32.5 m, the track coasted to x = 25 m (7.5 m, beyond the 4 m gate).
+    for f in range(11, 16):
+        turned[f].center_m[0, 0] = 30.0 - 5.0 * (f - 11) * DT_S
+        turned[f].velocity_mps[0] = [-5.0, 0.0]
+    assert _id_map(turned, _track(turned)) == {0: {0, 1}}
 
 
 def test_detections_without_velocity_track_fast_objects():

@@ -181,8 +181,9 @@ def test_ego_stays_on_the_drivable_area_and_poses_follow_timestamps(nusc):
 
 
 def test_devkit_velocities_agree_with_the_true_motion(nusc, dataset):
-    """The devkit's finite-difference velocity of an annotation (from its neighbours) matches the
-    object's true velocity (side file of the sample's front image, a few ms later)."""
+    """The devkit's centred-difference velocity of an annotation (from its neighbours half a second
+    either side) matches the object's true velocity (side file of the sample's front image, 37 ms
+    later) where a finite difference can: on straight stretches of motion."""
     root = dataset[0]
     checked = 0
     for sample in nusc.sample:
@@ -192,8 +193,18 @@ def test_devkit_velocities_agree_with_the_true_motion(nusc, dataset):
             ann = nusc.get("sample_annotation", ann_token)
             if ann_token not in truth or not (ann["prev"] and ann["next"]):
                 continue
+            prev = nusc.get("sample_annotation", ann["prev"])
+            nxt = nusc.get("sample_annotation", ann["next"])
+            span_us = (
+                nusc.get("sample", nxt["sample_token"])["timestamp"]
+                - nusc.get("sample", prev["sample_token"])["timestamp"]
+            )
+            turn = Quaternion(nxt["rotation"]).yaw_pitch_roll[0]
+            turn -= Quaternion(prev["rotation"]).yaw_pitch_roll[0]
+            if span_us != 1_000_000 or abs(np.angle(np.exp(1j * turn))) > np.radians(5):
+                continue
             estimate = nusc.box_velocity(ann_token)[:2]
-            assert np.linalg.norm(estimate - np.array(truth[ann_token]["velocity"])) < 0.6
+            assert np.linalg.norm(estimate - np.array(truth[ann_token]["velocity"])) < 0.35
             checked += 1
     assert checked >= 20
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pycocotools import mask as mask_utils
+
+from autolabel.atomic_io import atomic_write_text
 
 __all__ = [
     "decode_mask",
@@ -136,18 +137,6 @@ def dumps_masks_json(records: Any) -> str:
 def write_masks_json(path: str | os.PathLike, records: Any) -> Path:
     """Write records (e.g. per-object dicts with an ``"rle"`` field) as JSON, atomically.
 
-    The text is ``dumps_masks_json(records)`` plus a newline, written to a temporary file in the
-    same folder and moved over ``path``, so readers never see a half-written file.
+    The text is ``dumps_masks_json(records)`` plus a newline.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps_masks_json(records) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_text(path, dumps_masks_json(records) + "\n")

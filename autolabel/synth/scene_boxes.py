@@ -58,9 +58,13 @@ def compose_scene(
 
 
 @njit(cache=True)
-def _pixel_pass_kernel(box_index, box_owner, box_part, id_of_owner, ids, face, plate, stats):
+def _pixel_pass_kernel(
+    box_index, box_owner, box_part, part_face, part_plate, id_of_owner, ids, face, plate, stats
+):
     """One pass over the image: id buffer, face / plate masks, and per-owner statistics
-    ``stats[o] = [visible, face, plate, u_min, v_min, u_max, v_max]``."""
+    ``stats[o] = [visible, face, plate, u_min, v_min, u_max, v_max]``.
+
+    The part codes come as arguments, not globals, so a cached compile never holds stale ones."""
     height, width = box_index.shape
     for v in range(height):
         for u in range(width):
@@ -74,10 +78,10 @@ def _pixel_pass_kernel(box_index, box_owner, box_part, id_of_owner, ids, face, p
             st = stats[o]
             st[0] += 1
             p = box_part[b]
-            if p == PART_FACE:
+            if p == part_face:
                 face[v, u] = 255
                 st[1] += 1
-            elif p == PART_PLATE:
+            elif p == part_plate:
                 plate[v, u] = 255
                 st[2] += 1
             if u < st[3]:
@@ -140,7 +144,10 @@ def object_pixels(render: RenderResult, boxes: SceneBoxes, num_objects: int) -> 
     stats = np.zeros((max(num_objects, 1), 7), np.int64)
     stats[:, 3:5] = np.iinfo(np.int64).max
     stats[:, 5:7] = -1
-    _pixel_pass_kernel(render.box_index, owner, boxes.part, id_of_owner, ids, face, plate, stats)
+    _pixel_pass_kernel(
+        render.box_index, owner, boxes.part, PART_FACE, PART_PLATE, id_of_owner, ids, face, plate,
+        stats,
+    )  # fmt: skip
     stats = stats[:num_objects]
     visible = stats[:, 0]
     bbox = np.where(

