@@ -13,7 +13,7 @@ sets); none loops over objects in Python.
 - ``ranked_set``: ``size`` regions in one camera, the hardest set for each possible answer: the
   answer (smallest rank key) and the next regions by rank key at least ``margin_m`` (or
   ``margin_s``) beyond it (``chain``: each at least that beyond the previous). Role order is
-  shuffled.
+  shuffled. With ``across_cameras`` the regions come from every camera (the question shows all).
 - ``class_group``: one candidate per keyframe and class group (``params["groups"]``), no region
   (the option is the group: counts over the clip's tracks).
 - ``class_group_members``: one candidate per keyframe and class group; its regions are every
@@ -204,14 +204,17 @@ def _ranked_set(cr: ClipRegions, params, horizons, rng) -> Candidates:
     margin = float(params["margin_m"] if "margin_m" in params else params["margin_s"])
     chain = bool(params.get("chain", False))
     key_all = RANK_KEYS[params["rank_by"]]
+    across = bool(params.get("across_cameras", False))
+    # One pseudo camera holding every region (shown on the front camera) when across cameras.
+    visible = cr.visible.any(axis=1, keepdims=True) if across else cr.visible
     out_k, out_r, out_c = [], [], []
     for k in range(len(cr.offsets) - 1):
         lo, hi = cr.offsets[k], cr.offsets[k + 1]
         if hi - lo < size:
             continue
         rows = np.arange(lo, hi)
-        for c in range(len(cr.channels)):
-            members = rows[cr.visible[lo:hi, c]]
+        for c in range(visible.shape[1]):
+            members = rows[visible[lo:hi, c]]
             if len(members) < size:
                 continue
             keys = key_all(cr.attrs, cr.attr_row[members])
@@ -233,7 +236,8 @@ def _ranked_set(cr: ClipRegions, params, horizons, rng) -> Candidates:
                 continue
             out_r.append(mem[pos[ok]])
             out_k.append(np.full(ok.sum(), k))
-            out_c.append(np.stack([np.full(ok.sum(), c), np.full(ok.sum(), -1)], 1))
+            cam = _front_camera(cr.channels) if across else c
+            out_c.append(np.stack([np.full(ok.sum(), cam), np.full(ok.sum(), -1)], 1))
     if not out_k:
         return _make(np.zeros(0), np.zeros((0, size)), k=size)
     regions = np.concatenate(out_r)

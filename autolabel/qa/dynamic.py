@@ -463,12 +463,19 @@ def _check_appearance(p: Mapping[str, Any]) -> None:
     values=("first_seen_a_s", "first_seen_b_s", "first_seen_c_s", "first_seen_d_s"),
     outcomes=lambda p, n: role_orders(n),
     outcome_kind="order",
-    defaults={"rank_by": "first_seen", "size": 4, "margin_s": 1.0, "chain": True},
+    defaults={
+        "rank_by": "first_seen",
+        "size": 4,
+        "margin_s": 1.0,
+        "chain": True,
+        "across_cameras": True,
+    },  # fmt: skip
     check_params=_check_appearance,
 )
 def appearance_order_q(q: QuantityInput) -> QuantityResult:
     """The order in which 2..4 regions were first seen (SPAR's appearance order); consecutive
-    first sightings at least ``margin_s`` apart (ties are not asked)."""
+    first sightings at least ``margin_s`` apart (ties are not asked). ``across_cameras``: the
+    regions may come from any camera (the question shows all six)."""
     t = first_seen_s(q.attrs, q.rows)
     order = np.argsort(t, axis=1, kind="stable")
     ts = np.take_along_axis(t, order, axis=1)

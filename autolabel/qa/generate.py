@@ -502,7 +502,7 @@ def _enum_params(qt: QuestionType) -> dict[str, Any]:
         return {"groups": qt.params["groups"]}
     if qt.subjects != "ranked_set":
         return {}
-    keys = ("rank_by", "size", "margin_m", "margin_s", "chain")
+    keys = ("rank_by", "size", "margin_m", "margin_s", "chain", "across_cameras")
     return {k: qt.params[k] for k in keys if k in qt.params}
 
 
