@@ -147,6 +147,10 @@ class ObjectAttributes:
         speed_mps: (N,) ground-plane speed; velocity_from_positions: (N,) bool, True where the
             velocity came from finite differences of the track rather than from the tracker.
         ego_speed_mps: (N,) ego speed at the row's frame, from finite differences of the ego poses.
+        ego_x_clip_m, ego_y_clip_m, ego_yaw_clip_rad: (N,) the ego pose of the row's frame in the
+            clip frame (the ego frame of the clip's first frame, ground plane): it places a
+            track's ego-frame positions and headings of different frames in one frame (motion
+            questions: turns, lane changes) without global, identifying coordinates.
         future_horizons_s: the K look-ahead times, seconds.
         future_present: (N, K) bool, the track has the object at ``t + h`` (never extrapolated).
         future_frame_index: (N, K) int32 frame of the future state, -1 where absent.
@@ -185,6 +189,9 @@ class ObjectAttributes:
     speed_mps: np.ndarray
     velocity_from_positions: np.ndarray
     ego_speed_mps: np.ndarray
+    ego_x_clip_m: np.ndarray
+    ego_y_clip_m: np.ndarray
+    ego_yaw_clip_rad: np.ndarray
     future_horizons_s: tuple[float, ...]
     future_present: np.ndarray
     future_frame_index: np.ndarray
@@ -477,6 +484,10 @@ def compute_attributes(
     speed = np.hypot(vel_global[:, 0], vel_global[:, 1])
 
     ego_vel = _finite_difference(trans[:, :2], np.ones(n_frames, bool), t)
+    # Ego pose in the clip frame (the first frame's ego frame): p_clip = R0^T (t_f - t0).
+    ego_xy_clip = np.einsum("ji,fj->fi", rot[0], trans - trans[0])[:, :2]
+    rot_clip = np.einsum("ji,fjk->fik", rot[0], rot)
+    ego_yaw_clip = np.arctan2(rot_clip[:, 1, 0], rot_clip[:, 0, 0])
     ego_speed_frame = np.hypot(ego_vel[:, 0], ego_vel[:, 1])
 
     # Sidedness against the ego box, MetaVQA's all-vertices rule with V = ego forward (+x).
@@ -542,6 +553,9 @@ def compute_attributes(
         speed_mps=speed,
         velocity_from_positions=~use_tracker & np.all(np.isfinite(vel_from_positions), axis=1),
         ego_speed_mps=ego_speed_frame[frame_of_row],
+        ego_x_clip_m=ego_xy_clip[frame_of_row, 0],
+        ego_y_clip_m=ego_xy_clip[frame_of_row, 1],
+        ego_yaw_clip_rad=ego_yaw_clip[frame_of_row],
         future_horizons_s=tuple(float(h) for h in horizons),
         future_present=future_present,
         future_frame_index=np.where(future_present, fut_frame, -1).astype(np.int32),

@@ -9,7 +9,7 @@ from nuscenes.eval.detection.utils import category_to_detection_name
 #: Detection class names; a box's ``label`` is an index into this tuple.
 DETECTION_CLASSES: tuple[str, ...] = tuple(DETECTION_NAMES)
 #: The subset the nuScenes tracking benchmark scores; other classes are kept as static objects.
-# (devkit 1.2.0 keeps them in the tracking config, not in a module constant.)
+# nuscenes-devkit 1.2 keeps the tracking names in the benchmark config, not in a constant.
 TRACKING_CLASSES: tuple[str, ...] = tuple(config_factory("tracking_nips_2019").tracking_names)
 CLASS_INDEX: dict[str, int] = {name: i for i, name in enumerate(DETECTION_CLASSES)}
 

@@ -156,6 +156,9 @@ def check_qa(
         None, help="Rig name or YAML; also check every box against the projected 3D box."
     ),
     limit: int = typer.Option(50, help="Print at most this many mismatches."),
+    dataroot: str = typer.Option(
+        None, help="Dataset root of the records' images; re-measure colours under the masks."
+    ),
 ) -> None:
     """Re-derive every QA answer from the attributes; exit 1 on any mismatch."""
     from autolabel.qa.check import check_qa_run
@@ -167,7 +170,7 @@ def check_qa(
 
         cameras = load_rig(rig).cameras
     try:
-        report = check_qa_run(run, load_templates(templates), cameras)
+        report = check_qa_run(run, load_templates(templates), cameras, images_root=dataroot)
     except (FileNotFoundError, ValueError) as e:
         print(f"check-qa: {e}")
         raise typer.Exit(2) from None

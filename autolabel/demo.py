@@ -194,6 +194,8 @@ def _qa_evaluation(
         benchmark.append(
             f"{name}: MLSR {mlsr}, spatial {scores['spatial']['qualitative']['score'] or 0:.4f} "
             f"(qual.) {scores['spatial']['quantitative']['score'] or 0:.4f} (quant.), "
-            f"MC {scores['multiple_choice']['accuracy'] or 0:.4f}"
+            f"MC {scores['multiple_choice']['accuracy'] or 0:.4f}, "
+            f"dynamic {scores['dynamic']['accuracy'] or 0:.4f} "
+            f"(count MRA {scores['MRA'].get('count', {}).get('MRA') or 0:.4f})"
         )
     return quality, benchmark, write_report(run_dir)

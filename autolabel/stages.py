@@ -442,7 +442,7 @@ def region_rows(
 
 def marks_stage(ctx: StageContext) -> StageResult:
     """Region ids per QA keyframe and Set-of-Mark images -> ``marks/``."""
-    from autolabel.qa.sampling import select_keyframes
+    from autolabel.qa.sampling import deduplicate_keyframes, select_keyframes
     from autolabel.set_of_mark import assign_region_ids, render_marks, write_marked_images
 
     views: CameraViews = ctx.results["views"]
@@ -450,7 +450,12 @@ def marks_stage(ctx: StageContext) -> StageResult:
     rles, _ = ctx.results["masks"]
     attrs = ctx.results["attributes"]
     clip = ctx.clip
-    windows = select_keyframes(_frame_times_s(clip), ctx.config.qa)
+    # QA keyframes whose ego pose barely moved since the last kept one get no marks or QA.
+    windows = deduplicate_keyframes(
+        select_keyframes(_frame_times_s(clip), ctx.config.qa),
+        np.stack([f.global_SE3_ego.as_matrix() for f in clip.frames]),
+        ctx.config.qa,
+    )
     rr = region_rows(views, keep, attrs, windows, ctx.config.qa.grounding_frames)
     region_ids = assign_region_ids(
         rr["keyframe"], views.track_id[rr["view"]], rr["distance_m"], rr["at_keyframe"]
@@ -558,14 +563,25 @@ def keyframe_regions(ctx: StageContext) -> list:
 
 def qa_stage(ctx: StageContext) -> StageResult:
     """QA records from templates x attributes x regions -> ``qa.jsonl``; then check-qa on them."""
+    from autolabel.qa.appearance import measure_region_colours
     from autolabel.qa.check import check_clip_qa
     from autolabel.qa.generate import generate_clip_qa, write_qa_jsonl
     from autolabel.qa.grounding import ClipQAMeta
 
     attrs = ctx.results["attributes"]
     templates = ctx.models.templates()
+    regions = keyframe_regions(ctx)
+    views: CameraViews = ctx.results["views"]
+    size_px = {ch: views.image_size_px[c] for c, ch in enumerate(views.channels)}
+
+    def read_image(camera: str, frame: int) -> np.ndarray:
+        width_px, height_px = (int(v) for v in size_px[camera])
+        return read_image_rgb(ctx.clip.frames[frame].cameras[camera].path, width_px, height_px)
+
+    # Colours are measured under the keyframe masks in the images (colour questions, captions).
+    colours = measure_region_colours(regions, read_image)
     records = generate_clip_qa(
-        attrs, keyframe_regions(ctx), ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates
+        attrs, regions, ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates, colours
     )
     write_qa_jsonl(ctx.clip_dir / QA_FILE, records)
     counts = {
@@ -579,7 +595,10 @@ def qa_stage(ctx: StageContext) -> StageResult:
         # views are projected through each image's own ego pose (as the devkit renders boxes),
         # which moves near objects by many pixels when the ego drives. Every answer, region ->
         # track link and mask-box agreement is still re-derived and checked.
-        mismatches = check_clip_qa(records, attrs, ctx.clip.name, templates, cameras=None)
+        # With the dataset root, colours are re-measured from the images under the masks.
+        mismatches = check_clip_qa(
+            records, attrs, ctx.clip.name, templates, cameras=None, images_root=ctx.clip.dataroot
+        )
         counts["check_mismatches"] = len(mismatches)
         if mismatches:
             shown = "; ".join(str(m) for m in mismatches[:3])

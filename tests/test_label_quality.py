@@ -73,11 +73,15 @@ def test_detector_equal_to_ground_truth_scores_100_percent(runs, tmp_path):
     r = evaluate_label_quality(root / "ref", tmp_path / "cand")
     o = r["overall"]
     assert o["candidate_questions"] == len(ref_records)
-    assert o["agree"] == o["candidate_questions"]
+    # Every question agrees but the captions, which have no answer key.
+    assert o["not_scored"] == sum(rec["category"] == "caption" for rec in ref_records)
+    assert o["agree"] == o["candidate_questions"] - o["not_scored"]
     assert o["agreement"] == 1.0 and o["agreement_matched"] == 1.0
     assert o["unmatched"] == o["ambiguous"] == o["no_reference"] == o["disagree"] == 0
     assert o["missed"] == 0
-    assert {t["agreement"] for t in r["by_type"].values() if t["candidate_questions"]} == {1.0}
+    assert {
+        t["agreement"] for t in r["by_type"].values() if t["candidate_questions"] - t["not_scored"]
+    } == {1.0}
     assert (tmp_path / "cand" / "eval" / "label_quality.json").is_file()
     assert "agreement: 1.0000" in format_label_quality(r)
 
@@ -100,8 +104,13 @@ def test_missed_hallucinated_and_shifted_objects(runs, tmp_path):
     def tracks_of(rec):
         return {reg["track_id"] for reg in rec["regions"]}
 
-    # Every candidate question about the far-moved object has no ground-truth object.
-    assert o["unmatched"] == sum(moved_far + 100 in tracks_of(rec) for rec in cand_records)
+    # Every candidate question about the far-moved object has no ground-truth object (captions
+    # are not scored; a count's truth is the reference's own set of objects).
+    assert o["unmatched"] == sum(
+        moved_far + 100 in tracks_of(rec)
+        for rec in cand_records
+        if rec["category"] not in ("caption", "counting")
+    )
     assert o["unmatched_wrong_class"] <= o["unmatched"]
     # Every ground-truth question about the removed or far-moved object was missed.
     assert o["missed"] == sum(bool({removed, moved_far} & tracks_of(rec)) for rec in ref_records)
@@ -136,8 +145,11 @@ def test_missed_hallucinated_and_shifted_objects(runs, tmp_path):
         expected = abs(rec["answer_values"]["distance_m"] - truth) < 0.25 * truth
         assert status == ("agree" if expected else "disagree")
         checked += 1
-    # Questions about untouched objects all agree.
+    # Questions about untouched objects all agree (captions are not scored; counts depend on
+    # objects other than their regions, the removed one among them).
     for qid, status in statuses.items():
+        if rows[qid]["category"] in ("caption", "counting"):
+            continue
         if not tracks_of(rows[qid]) & {moved_far + 100, moved_near + 100}:
             assert status == "agree", (qid, rows[qid]["type"])
     assert checked > 0

@@ -30,6 +30,10 @@ Rules (all deterministic, no model):
   left of Region [5]" answers "where is Region [5] relative to Region [6]" with *right*).
 - Which of two regions: the region named first, or the other one when a word such as "smaller",
   "shorter" or "farther" follows it.
+- Counts: the first number without a unit, or a number word ("three"), or "no" / "none" (0).
+- Labels (an action, a colour, ...): the outcome whose words (``AnswerSpec.label_words``) appear
+  first; a negated mention ("not moving") is skipped.
+- Orders of regions: the region ids in the order the answer names them (each once).
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ ANSWER_KINDS: dict[str, tuple[str, ...]] = {
     "size": ("outcome",),
     "region": ("region_id",),
     "cameras": ("cameras",),
+    "count": ("count",),
+    "label": ("outcome",),
+    "order": ("region_ids",),
 }
 
 #: Camera channels in nuScenes order, as (front|back, left|right|None).
@@ -84,6 +91,7 @@ class AnswerSpec:
         asks: for a yes/no question, the outcome (or region id) the question asks about; lets an
             answer that states the relation instead of saying yes or no be read.
         asks_kind: the answer kind of ``asks`` (``side``, ``front_behind``, ``size``, ``region``).
+        label_words: for a ``label`` answer, (outcome, words that say it) per outcome.
     """
 
     kind: str
@@ -95,6 +103,7 @@ class AnswerSpec:
     reference: int | str | None = None
     asks: str | int | None = None
     asks_kind: str | None = None
+    label_words: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ANSWER_KINDS:
@@ -119,6 +128,9 @@ class AnswerSpec:
             reference=data.get("reference"),
             asks=data.get("asks"),
             asks_kind=data.get("asks_kind"),
+            label_words=tuple(
+                (str(k), tuple(str(w) for w in words)) for k, words in data.get("label_words", ())
+            ),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -131,6 +143,8 @@ class AnswerSpec:
         for name in ("subject", "reference", "asks", "asks_kind"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.label_words:
+            out["label_words"] = [[k, list(words)] for k, words in self.label_words]
         return out
 
 
@@ -591,6 +605,32 @@ def _parse_cameras(t: _Text) -> list[str] | None:
     return sorted(found, key=order.index)
 
 
+_COUNT_WORD_RE = re.compile(
+    r"\b(" + "|".join(_SMALL_NUMBERS) + r"|no|none|nothing)\b", re.IGNORECASE
+)
+
+
+def _parse_count(t: _Text) -> int | None:
+    bare = next((m for m in _number_mentions(t) if m.kind == "none"), None)
+    word = _COUNT_WORD_RE.search(t.masked)
+    if bare is not None and (word is None or bare.start < word.start()):
+        return int(round(bare.value)) if bare.value >= 0 else None
+    if word is not None:
+        return _SMALL_NUMBERS.get(word.group(1).lower(), 0)
+    return None
+
+
+def _parse_label(t: _Text, spec: AnswerSpec) -> str | None:
+    """The outcome whose words appear first (not negated), longest words first at a position."""
+    found: list[tuple[int, int, str]] = []
+    for outcome, words in spec.label_words:
+        for w in words:
+            for m in re.finditer(r"\b" + re.escape(w.lower()), t.masked):
+                if not _NEGATION_RE.search(t.masked, max(0, m.start() - 24), m.start()):
+                    found.append((m.start(), -len(w), outcome))
+    return min(found)[2] if found else None
+
+
 def _parse_kind(t: _Text, spec: AnswerSpec) -> dict[str, Any]:
     kind = spec.kind
     out: dict[str, Any] = {}
@@ -641,6 +681,18 @@ def _parse_kind(t: _Text, spec: AnswerSpec) -> dict[str, Any]:
         value = _parse_cameras(t)
         if value is not None:
             out["cameras"] = value
+    elif kind == "count":
+        value = _parse_count(t)
+        if value is not None:
+            out["count"] = value
+    elif kind == "label":
+        value = _parse_label(t, spec)
+        if value is not None:
+            out["outcome"] = value
+    elif kind == "order":
+        ids = list(dict.fromkeys(rid for _, _, rid in t.regions))
+        if ids:
+            out["region_ids"] = ids
     return out
 
 

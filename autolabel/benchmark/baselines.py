@@ -68,6 +68,12 @@ def answer_text(kind: str, values: Mapping[str, Any]) -> str:
         return f"Region [{int(values['region_id'])}]."
     if kind == "cameras":
         return " and ".join(f"the {_CAMERA_WORDS[c]}" for c in values["cameras"]).capitalize() + "."
+    if kind == "count":
+        return f"{int(round(values['count']))}."
+    if kind == "label":
+        return values["outcome"].replace("_", " ").capitalize() + "."
+    if kind == "order":
+        return ", then ".join(f"Region [{int(r)}]" for r in values["region_ids"]) + "."
     raise ValueError(f"unknown answer kind {kind!r}")
 
 
@@ -90,12 +96,14 @@ def constant_answers(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         truths = [e["truth"] for e in group]
         if kind == "choice":
             constant = {"choice": "A"}
-        elif kind == "region":
-            constant = None  # the first-named region of each question, below
+        elif kind in ("region", "order"):
+            constant = None  # the regions as each question names them, below
         elif kind in ("cameras",):
             common = Counter(tuple(t["cameras"]) for t in truths).most_common(1)[0][0]
             constant = {"cameras": list(common)}
-        elif kind in ("clock", "yes_no", "side", "front_behind", "size"):
+        elif kind == "count":
+            constant = {"count": int(round(float(np.median([t["count"] for t in truths]))))}
+        elif kind in ("clock", "yes_no", "side", "front_behind", "size", "label"):
             name = "clock" if kind == "clock" else ("yes_no" if kind == "yes_no" else "outcome")
             # Most common answer; ties go to the smallest value so the choice is deterministic.
             counts = Counter(str(t[name]) for t in truths)
@@ -107,6 +115,8 @@ def constant_answers(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         for e in group:
             if kind == "region":
                 values = {"region_id": e["spec"]["region_ids"][0]}
+            elif kind == "order":
+                values = {"region_ids": e["spec"]["region_ids"]}
             else:
                 values = constant
             out[str(e["id"])] = answer_text(kind, values)
@@ -140,6 +150,14 @@ def random_answers(entries: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[
             values = {"region_id": ids[rng.integers(len(ids))]}
         elif kind == "cameras":
             values = {"cameras": [channels[rng.integers(len(channels))]]}
+        elif kind == "label":
+            labels = [k for k, _ in spec["label_words"]]
+            values = {"outcome": labels[rng.integers(len(labels))]}
+        elif kind == "order":
+            values = {"region_ids": list(rng.permutation(spec["region_ids"]))}
+        elif kind == "count":
+            lo, hi = ranges[_type_key(e)]["count"]
+            values = {"count": int(rng.integers(int(lo), int(hi) + 1))}
         else:
             values = {}
             for name, (lo, hi) in ranges[_type_key(e)].items():

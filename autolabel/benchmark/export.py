@@ -11,6 +11,9 @@ Three sets, from every ``RUN/<clip>/qa.jsonl``:
   quantitative) on the keyframe image(s) of the question's camera(s), every region of that
   keyframe marked.
 - ``multiple_choice``: the multiple-choice questions on the same images.
+- ``dynamic``: appearance, action, counting and temporal-order questions (4D-Bench subtasks; a
+  count over all six cameras shows all six keyframe images). Captions are not exported (they need
+  caption metrics, not an answer key).
 
 Files under ``BENCH/``:
 
@@ -76,6 +79,7 @@ SITUATIONS = (
     "static",
 )
 _SPATIAL_CATEGORIES = ("object_centric", "ego_centric", "multi_view")
+_DYNAMIC_CATEGORIES = ("appearance", "action", "counting", "temporal")
 _CONTEXT_OFFSETS_S = (-1.5, -1.0, -0.5, 0.0)
 
 
@@ -398,6 +402,8 @@ def _set_of(rec: Mapping[str, Any]) -> str | None:
         return "multiple_choice"
     if rec["category"] in _SPATIAL_CATEGORIES:
         return "spatial"
+    if rec["category"] in _DYNAMIC_CATEGORIES:
+        return "dynamic"
     return None
 
 
@@ -553,6 +559,7 @@ def export_benchmark(
                     "category": rec["category"],
                     "type": rec["type"],
                     "kind": rec["kind"],
+                    "subtask": qt.subtask,
                     "class": _class_of(rec),
                     "situation": situation_of.get(rec["group_id"]),
                     "horizon_s": (rec.get("params") or {}).get("horizon_s"),

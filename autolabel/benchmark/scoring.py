@@ -18,6 +18,12 @@ Per-dimension success rates ``SR`` of distance, bearing, ego speed and agent spe
 Quantitative spatial questions (SpatialRGPT style) score success within the tolerance of their
 quantity; qualitative ones and multiple choice score accuracy. All figures are fractions in [0, 1].
 
+Dynamic-object questions (the ``dynamic`` set: appearance, action, counting, temporal order) score
+exact accuracy (a count must be exact), reported per subtask as 4D-Bench does (``by_subtask``,
+and ``subtask_overall``, the mean over subtasks). Counts and the other numeric answers (distances,
+speeds) are also scored with SPAR's mean relative accuracy (:func:`mean_relative_accuracy`, ``MRA``
+per value name).
+
 A question's expected answer is an :class:`~autolabel.benchmark.answer_parser.AnswerSpec` plus the
 true values; :func:`answer_spec` derives both from a ``qa.jsonl`` record and its template.
 """
@@ -44,7 +50,11 @@ SPEED_SLOW_MPS = 1.0
 #: Spatiotemporal horizons of a scene group, seconds.
 HORIZONS_S = (0.0, 1.0, 2.0, 3.0)
 #: Benchmark sets.
-SETS = ("spatiotemporal", "spatial", "multiple_choice")
+SETS = ("spatiotemporal", "spatial", "multiple_choice", "dynamic")
+#: SPAR / VSI-Bench mean relative accuracy thresholds: 0.50, 0.55, ..., 0.95.
+MRA_THRESHOLDS = tuple(round(0.50 + 0.05 * k, 2) for k in range(10))
+#: Numeric answers scored with MRA (angles and clock hours are not ratios).
+MRA_VALUES = ("count", "distance_m", "speed_mps", "ego_speed_mps")
 
 #: Answer kind of each registered quantity (the question type's ``quantity``).
 _QUANTITY_KIND = {
@@ -67,7 +77,74 @@ _QUANTITY_KIND = {
     "future_position": "position",
     "visible_cameras": "cameras",
     "visible_in_both": "yes_no",
+    "motion_state": "label",
+    "speed_trend": "label",
+    "turn_direction": "label",
+    "lane_change": "label",
+    "range_trend": "label",
+    "region_colour": "label",
+    "comes_within": "yes_no",
+    "count_visible": "count",
+    "count_crossing": "count",
+    "first_seen_order": "region",
+    "passes_first": "region",
+    "appearance_order": "order",
 }
+#: Words that state each outcome of a ``label`` answer, per quantity (the generated phrasings'
+#: and the common synonyms; a prefix such as "accelerat" matches every form).
+_LABEL_WORDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "motion_state": {
+        "moving": ("moving", "in motion", "driving", "walking", "travelling", "traveling"),
+        "stopped": ("stopped", "standing still", "stationary", "not moving", "parked", "at rest"),
+    },
+    "speed_trend": {
+        "accelerating": ("accelerat", "speeding up", "speeds up", "faster"),
+        "braking": ("brak", "slowing", "slows down", "decelerat", "slower"),
+        "steady": (
+            "steady",
+            "keeping its speed",
+            "keeps its speed",
+            "constant speed",
+            "same speed",
+        ),
+    },
+    "turn_direction": {
+        "left": ("left",),
+        "right": ("right",),
+        "straight": ("straight", "not turning", "no turn"),
+    },
+    "lane_change": {
+        "left": ("left",),
+        "right": ("right",),
+        "none": (
+            "keeps its lane",
+            "keeping its lane",
+            "stays in its lane",
+            "same lane",
+            "none",
+            "does not change lane",
+            "doesn't change lane",
+            "no lane change",
+            "not changing lane",
+        ),
+    },
+    "range_trend": {
+        "approaching": ("approach", "getting closer", "coming closer", "closer", "towards"),
+        "receding": ("moving away", "receding", "getting farther", "farther", "further away"),
+    },
+}
+
+
+def _label_words(qt: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    name = qt.quantity.name
+    keys = qt.quantity.outcome_keys(qt.params, qt.n_regions) or ()
+    if name == "region_colour":
+        table = {k: (k, "gray") if k == "grey" else (k,) for k in keys}
+    else:
+        table = _LABEL_WORDS[name]
+    return tuple((k, table[k]) for k in keys)
+
+
 #: Quantities whose answer is a direction: degrees when quantitative, a clock when qualitative.
 _ANGLE_QUANTITY = {"region_bearing": "bearing", "region_heading": "heading"}
 #: Subject and reference roles of relation answers ("B is left of A"; "the ego is left of A").
@@ -122,11 +199,39 @@ NUMERIC_DIMENSIONS: dict[str, tuple[tuple[str, Any], ...]] = {
 }
 
 
+def mean_relative_accuracy(
+    pred: np.ndarray, gt: np.ndarray, thresholds: Sequence[float] = MRA_THRESHOLDS
+) -> np.ndarray:
+    """(N,) SPAR's mean relative accuracy of numeric answers (VSI-Bench's definition).
+
+    ``MRA = mean over theta in thresholds of 1[|pred - gt| / |gt| < 1 - theta]``, thresholds 0.50
+    to 0.95: an answer within 5 % of the truth scores 1, within 50 % scores 0.1. A true value of 0
+    (a count of none) scores 1 for an exact 0 and 0 otherwise; a missing prediction (NaN) 0.
+    """
+    p = np.asarray(pred, dtype=np.float64)
+    g = np.asarray(gt, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(g != 0, np.abs(p - g) / np.abs(g), np.where(p == 0, 0.0, np.inf))
+    rel = np.where(np.isfinite(p) & np.isfinite(g), rel, np.inf)
+    theta = np.asarray(thresholds, dtype=np.float64)
+    return np.mean(rel[:, None] < (1.0 - theta)[None, :], axis=1)
+
+
 def _exact(kind: str, gt: Any, pred: Any) -> bool:
     if pred is None or gt is None:
         return False
     if kind == "cameras":
         return sorted(pred) == sorted(gt)
+    if kind == "order":
+        try:
+            return [int(x) for x in pred] == [int(x) for x in gt]
+        except (TypeError, ValueError):
+            return False
+    if kind == "count":
+        try:
+            return int(pred) == int(gt)
+        except (TypeError, ValueError):
+            return False
     if kind in ("region", "clock"):
         try:
             return int(pred) == int(gt)
@@ -257,6 +362,9 @@ def answer_spec(record: Mapping[str, Any], qt: Any) -> tuple[AnswerSpec, dict[st
             for o in options
         )
         truth = {"choice": values.get("choice")}
+    elif kind == "label":
+        kwargs["label_words"] = _label_words(qt)
+        truth = {"outcome": values.get("outcome")}
     elif kind == "yes_no":
         truth = {"yes_no": values.get("yes_no", values.get("outcome"))}
         variant = (record.get("template_variant") or {}).get("question")
@@ -454,10 +562,37 @@ def score_entries(
         "by_type": _breakdown(types[mc], ok[mc]),
         "by_class": _breakdown(classes[mc], ok[mc]),
     }
+    # Dynamic-object questions and 4D-Bench-style per-subtask accuracy over every set.
+    subtasks = col("subtask")
+    dyn = sets == "dynamic"
+    result["dynamic"] = {
+        "n": int(dyn.sum()),
+        "accuracy": _rate(ok[dyn]),
+        "by_subtask": _breakdown(subtasks[dyn], ok[dyn]),
+        "by_type": _breakdown(types[dyn], ok[dyn]),
+    }
+    has_subtask = subtasks != ""
+    result["by_subtask"] = _breakdown(subtasks[has_subtask], ok[has_subtask])
+    scores = [v["score"] for v in result["by_subtask"].values() if v["score"] is not None]
+    result["subtask_overall"] = float(np.mean(scores)) if scores else None
+    # SPAR's mean relative accuracy of every numeric answer, per value name.
+    mra: dict[str, dict[str, Any]] = {}
+    for name in MRA_VALUES:
+        idx = [i for i, e in enumerate(entries) if _is_number(e["truth"].get(name))]
+        if not idx:
+            continue
+        gt = np.array([float(entries[i]["truth"][name]) for i in idx])
+        pred = np.array([_as_float(preds[i].get(name)) for i in idx])
+        mra[name] = {"n": len(idx), "MRA": float(mean_relative_accuracy(pred, gt).mean())}
+    result["MRA"] = mra
     result["by_set"] = _breakdown(sets, ok)
     result["by_category"] = _breakdown(cats, ok)
     result["by_type"] = _breakdown(types, ok)
     return result
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -543,6 +678,13 @@ def format_scores(result: Mapping[str, Any]) -> list[str]:
         f"spatial_quantitative_success: {f(sp['quantitative']['score'])}",
         f"multiple_choice_accuracy: {f(result['multiple_choice']['accuracy'])}",
     ]
+    if "dynamic" in result:
+        lines.append(f"dynamic_accuracy: {f(result['dynamic']['accuracy'])}")
+        lines += [
+            f"subtask_{name}: {f(row['score'])}" for name, row in result["by_subtask"].items()
+        ]
+        lines.append(f"subtask_overall: {f(result['subtask_overall'])}")
+        lines += [f"MRA_{name}: {f(row['MRA'])}" for name, row in result["MRA"].items()]
     return lines
 
 

@@ -19,7 +19,9 @@ Every QA record of the candidate run is then re-answered from the reference run'
 Per question type it reports: the candidate's questions; ``unmatched`` (a region with no reference
 object: a false positive, a wrong class or a box more than 2 m off); ``ambiguous`` (the ground truth
 gives no unambiguous answer, e.g. two boxes of nearly equal size: not scored); ``no_reference``
-(a visibility question about an object the reference run never showed); ``agree``; ``agreement``
+(a visibility question about an object the reference run never showed, or a colour question
+about one whose colour it never measured); ``not_scored`` (captions: no answer key); ``agree``;
+``agreement``
 (agree over the scored questions, unmatched counted as wrong) and ``agreement_matched`` (over the
 matched ones only). It also counts the reference run's questions the candidate run missed: those
 about an object the candidate did not detect (no associated candidate track at the keyframe).
@@ -48,8 +50,8 @@ LABEL_QUALITY_FILE = "label_quality.json"
 #: The Set-of-Mark regions of a clip's QA keyframes, as the pipeline writes them.
 REGIONS_FILE = "marks/regions.json"
 MATCH_METHODS = ("greedy", "hungarian")
-#: Statuses of a candidate question.
-STATUSES = ("agree", "disagree", "unmatched", "ambiguous", "no_reference")
+#: Statuses of a candidate question (``not_scored``: captions, which have no answer key).
+STATUSES = ("agree", "disagree", "unmatched", "ambiguous", "no_reference", "not_scored")
 
 
 @dataclass(frozen=True)
@@ -244,11 +246,22 @@ def reanswer_clip(
         of ``STATUSES``), ``wrong_class`` (unmatched only because of the class) and
         ``reference_values`` (the re-derived ``answer_values``, or None).
     """
+    from autolabel.qa.dynamic import COLOUR_QUANTITIES
+    from autolabel.qa.generate import content_of
     from autolabel.qa.quantities import QuantityInput
-    from autolabel.qa.records import QAContent, answer_key, correct_letter, structured_answer
+    from autolabel.qa.records import answer_key, correct_letter, structured_answer
 
     ref_vis = reference_visibility(reference_records, regions_doc)
     channels = _channels([*candidate_records, *reference_records])
+    # Measured colours of the reference run's regions (None: not measured, e.g. no images).
+    ref_colour = {
+        (int(rec["keyframe"]["frame_index"]), int(reg["track_id"])): (
+            [np.nan] * 3 if reg["colour_lab"] is None else reg["colour_lab"]
+        )
+        for rec in reference_records
+        for reg in rec.get("regions") or ()
+        if "colour_lab" in reg
+    }
     results: list[dict[str, Any] | None] = [None] * len(candidate_records)
     batches: dict[str, list[tuple[int, np.ndarray, list[int], bool]]] = defaultdict(list)
     for i, rec in enumerate(candidate_records):
@@ -261,7 +274,15 @@ def reanswer_clip(
         }
         kf = int(rec["keyframe"]["frame_index"])
         frame_assoc = assoc.get(kf, {})
-        ref_tracks = [frame_assoc.get(int(reg["track_id"])) for reg in rec.get("regions") or ()]
+        qt_i = templates.types.get(rec["type"])
+        if qt_i is not None and qt_i.category == "caption":
+            results[i] = {**base, "status": "not_scored"}  # a description, no answer key
+            continue
+        if qt_i is not None and qt_i.subjects == "class_group_members":
+            # A count's truth is the reference run's regions of the group at the keyframe.
+            ref_tracks = _reference_group_tracks(qt_i, rec, reference, ref_vis, kf)
+        else:
+            ref_tracks = [frame_assoc.get(int(reg["track_id"])) for reg in rec.get("regions") or ()]
         if any(t is None for t in ref_tracks):
             any_class = (assoc_any_class or {}).get(kf, {})
             wrong_class = assoc_any_class is not None and all(
@@ -274,6 +295,8 @@ def reanswer_clip(
             results[i] = {**base, "status": "unmatched"}
             continue
         vis_known = all((kf, t) in ref_vis for t in ref_tracks)
+        if qt_i is not None and qt_i.quantity.name in COLOUR_QUANTITIES:
+            vis_known = all((kf, t) in ref_colour for t in ref_tracks)
         batches[rec["type"]].append((i, rows, ref_tracks, vis_known))
         results[i] = base
     for type_id, batch in batches.items():
@@ -281,9 +304,21 @@ def reanswer_clip(
         if qt is None:
             raise ValueError(f"unknown question type {type_id!r}")
         needs_visibility = qt.quantity.name in ("visible_cameras", "visible_in_both")
+        needs_visibility |= qt.quantity.name in COLOUR_QUANTITIES
         n, k = len(batch), qt.n_regions
         recs = [candidate_records[i] for i, *_ in batch]
-        rows = np.array([b[1] for b in batch], dtype=np.int64).reshape(n, k)
+        rows = np.full((n, k), -1, dtype=np.int64)  # -1 pads a variable set of regions
+        colour_lab = np.full((n, k, 3), np.nan)
+        option = np.full(n, -1, dtype=np.int64)
+        keys = [g["key"] for g in qt.params.get("groups", ())] if "groups" in qt.params else []
+        for j, (rec, (_, r, tracks, _)) in enumerate(zip(recs, batch, strict=True)):
+            rows[j, : len(r)] = r
+            kf = int(rec["keyframe"]["frame_index"])
+            for m, t in enumerate(tracks):
+                if (kf, t) in ref_colour:
+                    colour_lab[j, m] = ref_colour[(kf, t)]
+            if keys:
+                option[j] = keys.index((rec.get("params") or {}).get("class_group"))
         frame_index = np.array([r["keyframe"]["frame_index"] for r in recs], dtype=np.int64)
         horizon = np.array([float((r.get("params") or {}).get("horizon_s") or 0.0) for r in recs])
         cams = np.full((n, 2), -1, dtype=np.int64)
@@ -305,6 +340,8 @@ def reanswer_clip(
             visible=visible,
             channels=channels,
             params=qt.params,
+            option=option,
+            colour_lab=colour_lab,
         )
         res = qt.quantity(q)
         for j, (i, _, _, vis_known) in enumerate(batch):
@@ -317,14 +354,23 @@ def reanswer_clip(
             if not res.valid[j]:
                 out["status"] = "ambiguous"
                 continue
-            content = QAContent(
-                region_ids=[int(reg["region_id"]) for reg in rec["regions"]],
-                classes=[DETECTION_CLASSES[int(reference.label[x])] for x in rows[j]],
-                values={key: float(v[j]) for key, v in res.values.items()},
-                lists={key: tuple(v[j]) for key, v in res.lists.items()},
-                outcome=None if res.outcome is None else str(res.outcome[j]),
+            present = rows[j][rows[j] >= 0]
+            region_ids = [int(reg["region_id"]) for reg in rec["regions"]]
+            if len(region_ids) != len(present):  # a count: the reference's own set
+                region_ids = [int(t) for t in batch[j][2]]
+            option_key = option_text = None
+            if keys:
+                group = qt.params["groups"][int(option[j])]
+                option_key, option_text = str(group["key"]), str(group["text"])
+            content = content_of(
+                res,
+                j,
+                region_ids=region_ids,
+                classes=[DETECTION_CLASSES[int(reference.label[x])] for x in present],
                 horizon_s=float(horizon[j]),
                 asked_cameras=tuple((rec.get("params") or {}).get("asked_cameras") or ()),
+                option_key=option_key,
+                option_text=option_text,
             )
             letter = None
             if qt.choices is not None:
@@ -343,6 +389,24 @@ def reanswer_clip(
             _, given = answer_spec(rec, qt)
             out["status"] = "agree" if values_agree(spec.kind, truth, given) else "disagree"
     return [r for r in results if r is not None]
+
+
+def _reference_group_tracks(
+    qt: Any,
+    rec: Mapping[str, Any],
+    reference: ObjectAttributes,
+    ref_vis: Mapping[tuple[int, int], list[str]],
+    kf: int,
+) -> list[int]:
+    """Reference tracks a count question counts: the reference run's regions at the keyframe
+    whose class is in the record's class group (at most ``qt.n_regions``)."""
+    key = (rec.get("params") or {}).get("class_group")
+    classes = next((g["classes"] for g in qt.params["groups"] if g["key"] == key), ())
+    tracks = np.array(sorted(t for f, t in ref_vis if f == kf), dtype=np.int64)
+    rows = reference.row_of(np.full(len(tracks), kf), tracks)
+    names = np.asarray(DETECTION_CLASSES, dtype=object)[np.asarray(reference.label)[rows]]
+    keep = (rows >= 0) & np.isin(names, list(classes))
+    return [int(t) for t in tracks[keep]][: qt.n_regions]
 
 
 def missed_reference_questions(

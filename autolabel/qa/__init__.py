@@ -1,10 +1,13 @@
 """Spatial and spatiotemporal QA generation grounded in Set-of-Mark region ids, and its checker.
 
 - ``templates``: question/answer templates as data (``qa_templates/*.yaml``), loaded and validated.
-- ``quantities``: what a question asks about, computed from attribute rows (vectorized).
+- ``quantities``: what a question asks about, computed from attribute rows (vectorized);
+  ``dynamic`` adds actions, counts, temporal order, colours and captions, from the tracks
+  (``motion``: the rules) and the colours measured under the masks (``appearance``).
 - ``candidates``: which regions (and horizons, cameras) a question type may ask about.
 - ``grounding``: inputs: ``KeyframeRegions`` (region id -> track, boxes, RLE masks), ``ClipQAMeta``.
-- ``sampling``: ``QAConfig``, keyframe windows, balanced selection.
+- ``sampling``: ``QAConfig``, keyframe windows and their pose-based de-duplication, balanced
+  selection.
 - ``generate``: ``generate_clip_qa`` and ``write_qa_jsonl``.
 - ``records``: the ``qa.jsonl`` record schema and rendering shared with the checker.
 - ``check``: ``check_clip_qa`` / ``check_qa_run`` (``autolabel check-qa RUN``).

@@ -32,7 +32,9 @@ from pycocotools import mask as mask_utils
 
 from autolabel.attributes import ObjectAttributes
 from autolabel.classes import DETECTION_CLASSES
-from autolabel.qa.generate import QA_FILE
+from autolabel.qa.candidates import GROUP_SUBJECTS
+from autolabel.qa.dynamic import COLOUR_QUANTITIES
+from autolabel.qa.generate import QA_FILE, content_of
 from autolabel.qa.quantities import ROLES, QuantityInput
 from autolabel.qa.records import (
     LETTERS,
@@ -119,8 +121,10 @@ class _ClipChecker:
         cameras: Sequence[CameraCalibration] | None,
         min_mask_box_iou: float,
         min_projection_iou: float,
+        images_root: str | Path | None = None,
     ) -> None:
         self.records, self.attrs, self.templates, self.clip = records, attrs, templates, clip
+        self.images_root = None if images_root is None else Path(images_root)
         self.cameras = {c.channel: c for c in cameras} if cameras else None
         self.min_mask_box_iou, self.min_projection_iou = min_mask_box_iou, min_projection_iou
         self.out: list[Mismatch] = []
@@ -155,9 +159,19 @@ class _ClipChecker:
         if rec.get("clip") != self.clip:
             self.bad(rec, "clip", f"record of clip {rec.get('clip')!r} in {self.clip}'s file")
         regions = rec["regions"]
-        if not isinstance(regions, list) or len(regions) != qt.n_regions:
+        if qt.variable_regions:
+            if not isinstance(regions, list) or len(regions) > qt.n_regions:
+                self.bad(rec, "regions", f"type {qt.id} lists at most {qt.n_regions} regions")
+                return None
+        elif not isinstance(regions, list) or len(regions) != qt.n_regions:
             self.bad(rec, "regions", f"type {qt.id} asks about {qt.n_regions} regions")
             return None
+        if qt.subjects in GROUP_SUBJECTS:
+            keys = [g["key"] for g in qt.params["groups"]]
+            got = (rec.get("params") or {}).get("class_group")
+            if got not in keys:
+                self.bad(rec, "params.class_group", f"expected one of {keys}, got {got!r}")
+                return None
         kf = rec["keyframe"].get("frame_index") if isinstance(rec["keyframe"], Mapping) else None
         if not isinstance(kf, int):
             self.bad(rec, "keyframe.frame_index", "missing or not an integer")
@@ -330,18 +344,156 @@ class _ClipChecker:
                         f"e.g. {supporters[0].get('id')}",
                     )
 
+    def _completeness(self) -> None:
+        """Records over a set of regions (a count of visible objects, a camera's description)
+        must list every region of their keyframe that belongs to the set, as far as the clip's
+        records show the keyframe's regions; and only those."""
+        known: dict[int, dict[int, tuple[str, tuple[str, ...], str]]] = defaultdict(dict)
+        for rec in self.records:
+            try:
+                kf = int(rec["keyframe"]["frame_index"])
+                for reg in rec["regions"]:
+                    known[kf].setdefault(
+                        int(reg["region_id"]),
+                        (reg.get("class"), tuple(reg.get("cameras_visible", [])), rec.get("id")),
+                    )
+            except (KeyError, TypeError, ValueError):
+                continue
+        for rec in self.records:
+            qt = self.templates.types.get(rec.get("type")) if isinstance(rec, Mapping) else None
+            if qt is None or qt.subjects not in (
+                "class_group_members",
+                "camera_regions",
+                "keyframe_regions",
+            ):
+                continue
+            try:
+                kf = int(rec["keyframe"]["frame_index"])
+                listed = {int(reg["region_id"]) for reg in rec["regions"]}
+                params = rec.get("params") or {}
+                if qt.subjects == "camera_regions":
+                    camera = params["asked_cameras"][0]
+                    belongs = {r for r, (_, cams, _) in known[kf].items() if camera in cams}
+                    what = f"shown by {camera}"
+                elif qt.subjects == "keyframe_regions":
+                    belongs = set(known[kf])
+                    what = "a region of the keyframe"
+                else:
+                    group = [g for g in qt.params["groups"] if g["key"] == params["class_group"]]
+                    classes = set(group[0]["classes"])
+                    belongs = {r for r, (cls, _, _) in known[kf].items() if cls in classes}
+                    what = f"of the group {params['class_group']}"
+            except (KeyError, TypeError, ValueError, IndexError):
+                continue
+            for r in sorted(belongs - listed):
+                self.bad(
+                    rec,
+                    "regions",
+                    f"keyframe {kf}: Region [{r}] is {what} (record {known[kf][r][2]}) but not "
+                    "listed",
+                )
+            for r in sorted(listed - belongs):
+                self.bad(rec, "regions", f"keyframe {kf}: Region [{r}] is listed but not {what}")
+
+    def _measured_colours(self) -> None:
+        """With the images: re-measure the colour of every region a colour answer names, from the
+        record's own keyframe masks (the view with the most mask pixels), against the stored one."""
+        from autolabel.qa.appearance import best_view_colour, view_colours
+
+        wanted: dict[tuple[str, int], list[tuple]] = defaultdict(list)
+        for rec in self.records:
+            qt = self.templates.types.get(rec.get("type")) if isinstance(rec, Mapping) else None
+            if qt is None or qt.quantity.name not in COLOUR_QUANTITIES:
+                continue
+            try:
+                kf = int(rec["keyframe"]["frame_index"])
+                cams = list(rec["cameras"])
+                for j, reg in enumerate(rec["regions"]):
+                    for v in reg.get("views", []):
+                        if (
+                            v.get("frame_index") == kf
+                            and v.get("visible", True)
+                            and v["camera"] in cams
+                        ):
+                            path = rec["images"][v["camera"]][-1]
+                            wanted[(path, kf)].append((rec, j, v["camera"], v["mask_rle"]))
+            except (KeyError, TypeError, ValueError, IndexError):
+                continue
+        measured: dict[tuple[str, int], dict[str, tuple[np.ndarray, int]]] = defaultdict(dict)
+        for (path, _), items in wanted.items():
+            image = _read_rgb(self.images_root / path)
+            if image is None:
+                for rec, j, _, _ in items:
+                    self.bad(
+                        rec, f"regions[{j}].colour_lab", f"image {path} not found under the root"
+                    )
+                continue
+            lab, px = view_colours(image, [it[3] for it in items])
+            for (rec, j, cam, _), lab_i, px_i in zip(items, lab, px, strict=True):
+                measured[(str(rec["id"]), j)][cam] = (lab_i, int(px_i))
+        for (rid, j), by_cam in measured.items():
+            rec = next(r for r in self.records if str(r.get("id")) == rid)
+            cams = list(by_cam)
+            lab = best_view_colour(
+                np.stack([by_cam[c][0] for c in cams]),
+                np.array([by_cam[c][1] for c in cams]),
+                np.ones(len(cams), bool),
+            )
+            stored = rec["regions"][j].get("colour_lab")
+            got = None if not np.all(np.isfinite(lab)) else [round(float(x), 2) for x in lab]
+            if (stored is None) != (got is None) or (
+                got is not None and np.max(np.abs(np.subtract(stored, got))) > 0.02
+            ):
+                self.bad(
+                    rec,
+                    f"regions[{j}].colour_lab",
+                    f"record says {stored!r}, the image under its mask gives {got!r}",
+                )
+
     # ---------------------------------------------------------------- answers
     def _answers(self, qt: QuestionType, batch: list[tuple[Mapping[str, Any], np.ndarray]]) -> None:
         n = len(batch)
         k = qt.n_regions
-        rows = np.array([b[1] for b in batch], dtype=np.int64).reshape(n, k)
+        rows = np.full((n, k), -1, dtype=np.int64)
+        for i, (_, r) in enumerate(batch):
+            rows[i, : len(r)] = r
         frame_index = np.array([b[0]["keyframe"]["frame_index"] for b in batch], dtype=np.int64)
         horizon = np.zeros(n)
         cams = np.full((n, 2), -1, dtype=np.int64)
         visible = np.zeros((n, k, len(self.channels)), dtype=bool)
         usable = np.ones(n, dtype=bool)
+        option = np.full(n, -1, dtype=np.int64)
+        group_keys = (
+            [g["key"] for g in qt.params["groups"]] if qt.subjects in GROUP_SUBJECTS else []
+        )
+        colour_lab = None
+        if qt.quantity.name in COLOUR_QUANTITIES:
+            colour_lab = np.full((n, k, 3), np.nan)
         for i, (rec, _) in enumerate(batch):
             params = rec.get("params") or {}
+            if group_keys:
+                option[i] = group_keys.index(params["class_group"])
+            if colour_lab is not None:
+                for j, reg in enumerate(rec["regions"]):
+                    lab = reg.get("colour_lab", "missing")
+                    if lab == "missing":
+                        self.bad(rec, f"regions[{j}].colour_lab", "missing (the answer names it)")
+                        usable[i] = False
+                    elif lab is not None:
+                        try:
+                            colour_lab[i, j] = np.asarray(lab, dtype=np.float64).reshape(3)
+                        except (TypeError, ValueError):
+                            self.bad(rec, f"regions[{j}].colour_lab", f"not [L, a, b]: {lab!r}")
+                            usable[i] = False
+            if qt.subjects == "camera_regions":
+                asked = params.get("asked_cameras")
+                if not isinstance(asked, list) or len(asked) != 1 or asked[0] not in self.channels:
+                    self.bad(
+                        rec, "params.asked_cameras", f"expected one known camera, got {asked!r}"
+                    )
+                    usable[i] = False
+                    continue
+                cams[i, 0] = self.channels.index(asked[0])
             if qt.subjects == "region_horizon":
                 h = params.get("horizon_s")
                 if not isinstance(h, (int, float)) or float(h) not in qt.horizons:
@@ -375,6 +527,8 @@ class _ClipChecker:
             visible=visible,
             channels=self.channels,
             params=qt.params,
+            option=option,
+            colour_lab=colour_lab,
         )
         try:
             res = qt.quantity(q)
@@ -394,14 +548,19 @@ class _ClipChecker:
                     f"{[reg['region_id'] for reg in rec['regions']]}",
                 )
                 continue
-            content = QAContent(
+            option_key = option_text = None
+            if group_keys:
+                group = qt.params["groups"][int(option[i])]
+                option_key, option_text = str(group["key"]), str(group["text"])
+            content = content_of(
+                res,
+                i,
                 region_ids=[int(reg["region_id"]) for reg in rec["regions"]],
                 classes=[DETECTION_CLASSES[int(self.attrs.label[x])] for x in r],
-                values={key: float(v[i]) for key, v in res.values.items()},
-                lists={key: tuple(v[i]) for key, v in res.lists.items()},
-                outcome=None if res.outcome is None else str(res.outcome[i]),
                 horizon_s=float(horizon[i]),
                 asked_cameras=tuple((rec.get("params") or {}).get("asked_cameras") or ()),
+                option_key=option_key,
+                option_text=option_text,
             )
             self._compare(qt, rec, content, vocab)
 
@@ -481,6 +640,13 @@ class _ClipChecker:
                 return
         else:
             e_idx = None
+        i_idx = variant.get("item")
+        if qt.items:
+            if not isinstance(i_idx, int) or not 0 <= i_idx < len(qt.items):
+                self.bad(rec, "template_variant.item", f"no item phrasing {i_idx!r}")
+                return
+        elif i_idx is not None:
+            self.bad(rec, "template_variant.item", "this type has no item phrasings")
         yes_no = key if question.asks is not None else None
         expected = structured_answer(qt, c, yes_no, letter)
         stored = rec.get("answer_values")
@@ -500,7 +666,7 @@ class _ClipChecker:
                     f"answer_values.{name}",
                     f"record says {stored[name]!r}, attributes give {expected[name]!r}",
                 )
-        fields = text_fields(qt, c, vocab, options, letter)
+        fields = text_fields(qt, c, vocab, options, letter, i_idx if qt.items else None)
         texts = render_texts(qt, fields, q_idx, key, a_idx, e_idx)
         for name, want in zip(("question", "answer", "explanation"), texts, strict=True):
             got = rec.get(name)
@@ -543,9 +709,20 @@ class _ClipChecker:
         if self.cameras is not None:
             self._projections()
         self._cross_record()
+        self._completeness()
+        if self.images_root is not None:
+            self._measured_colours()
         for type_id, batch in batches.items():
             self._answers(self.templates.types[type_id], batch)
         return self.out
+
+
+def _read_rgb(path: Path) -> np.ndarray | None:
+    """An image file as (H, W, 3) uint8 RGB, None when it cannot be read."""
+    import cv2
+
+    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    return None if bgr is None else np.ascontiguousarray(bgr[:, :, ::-1])
 
 
 def check_clip_qa(
@@ -556,6 +733,7 @@ def check_clip_qa(
     cameras: Sequence[CameraCalibration] | None = None,
     min_mask_box_iou: float = 0.3,
     min_projection_iou: float = 0.5,
+    images_root: str | Path | None = None,
 ) -> list[Mismatch]:
     """Every mismatch between one clip's QA records and its attributes (empty when consistent).
 
@@ -568,6 +746,9 @@ def check_clip_qa(
             None).
         min_mask_box_iou: least IoU of a keyframe view's mask bounding box with its 2D box.
         min_projection_iou: least IoU of a view's box with the track's projected box.
+        images_root: the dataset root the records' image paths are relative to; with it, every
+            measured colour an answer names is re-measured from the image under the record's
+            mask (without it the colour word is re-derived from the stored L*a*b* colour).
     """
     return _ClipChecker(
         records,
@@ -577,6 +758,7 @@ def check_clip_qa(
         cameras,
         min_mask_box_iou,
         min_projection_iou,
+        images_root,
     ).run()
 
 
@@ -584,8 +766,10 @@ def check_qa_run(
     run_dir: str | Path,
     templates: TemplateSet | None = None,
     cameras: Sequence[CameraCalibration] | None = None,
+    images_root: str | Path | None = None,
 ) -> CheckReport:
-    """Check every ``RUN/<clip>/qa.jsonl`` against ``RUN/<clip>/attributes.parquet``.
+    """Check every ``RUN/<clip>/qa.jsonl`` against ``RUN/<clip>/attributes.parquet``
+    (``images_root``: re-measure colours from the images, see :func:`check_clip_qa`).
 
     Raises:
         FileNotFoundError: ``run_dir`` has no clip with a ``qa.jsonl``.
@@ -607,5 +791,7 @@ def check_qa_run(
             report.mismatches.append(Mismatch(clip, "-", "file", str(e)))
             continue
         report.records[clip] = len(records)
-        report.mismatches += check_clip_qa(records, attrs, clip, templates, cameras)
+        report.mismatches += check_clip_qa(
+            records, attrs, clip, templates, cameras, images_root=images_root
+        )
     return report

@@ -19,7 +19,9 @@ import numpy as np
 from autolabel.atomic_io import atomic_write_text, canonical_json
 from autolabel.attributes import ObjectAttributes
 from autolabel.classes import DETECTION_CLASSES
-from autolabel.qa.candidates import Candidates, ClipRegions, enumerate_candidates
+from autolabel.qa.appearance import RegionColours, best_view_colour
+from autolabel.qa.candidates import GROUP_SUBJECTS, Candidates, ClipRegions, enumerate_candidates
+from autolabel.qa.dynamic import COLOUR_QUANTITIES
 from autolabel.qa.grounding import ClipQAMeta, KeyframeRegions
 from autolabel.qa.quantities import ROLES, QuantityInput, QuantityResult
 from autolabel.qa.records import (
@@ -36,6 +38,7 @@ from autolabel.qa.sampling import (
     BalanceState,
     KeyframeWindows,
     QAConfig,
+    deduplicate_keyframes,
     pick_balanced,
     select_keyframes,
     stable_seed,
@@ -130,21 +133,45 @@ def quantity_input(
     cands: Candidates,
     params: Any,
     cache: dict | None = None,
+    colour_lab: np.ndarray | None = None,
 ) -> QuantityInput:
-    """The quantity input of candidates over a region table."""
+    """The quantity input of candidates over a region table (-1 region rows stay -1)."""
+    present = cands.regions >= 0
+    g = np.maximum(cands.regions, 0)
+    if cands.regions.size:
+        rows = np.where(present, table.attr_row[g], -1)
+        visible = table.visible[g] & present[..., None]
+    else:
+        rows = cands.regions.copy()
+        visible = np.zeros((*cands.regions.shape, len(table.channels)), bool)
     return QuantityInput(
         attrs=attrs,
-        rows=table.attr_row[cands.regions] if cands.regions.size else cands.regions.copy(),
+        rows=rows,
         frame_index=table.keyframes[cands.keyframe_pos] if len(cands) else np.zeros(0, np.int64),
         horizon_s=cands.horizon_s,
         cameras=cands.cameras,
-        visible=table.visible[cands.regions]
-        if cands.regions.size
-        else np.zeros((len(cands), 0, len(table.channels)), bool),
+        visible=visible,
         channels=table.channels,
         params=params,
         cache={} if cache is None else cache,
+        option=cands.option,
+        colour_lab=colour_lab,
     )
+
+
+def record_cameras(qt: QuestionType, table: ClipRegions, cands: Candidates) -> np.ndarray:
+    """(N, C) bool: the cameras each candidate's record is posed over (``cameras`` of the type:
+    ``all``, the region's ``visible`` cameras, or the candidate's own)."""
+    n, c = len(cands), len(table.channels)
+    if qt.cameras == "all":
+        return np.ones((n, c), bool)
+    if qt.cameras == "visible" and cands.regions.shape[1]:
+        return table.visible[np.maximum(cands.regions[:, 0], 0)]
+    out = np.zeros((n, c), bool)
+    for j in range(cands.cameras.shape[1]):
+        ok = cands.cameras[:, j] >= 0
+        out[np.flatnonzero(ok), cands.cameras[ok, j]] = True
+    return out
 
 
 def _frame_ref(meta: ClipQAMeta, f: int) -> dict[str, Any]:
@@ -165,12 +192,20 @@ class _ClipGenerator:
         meta: ClipQAMeta,
         config: QAConfig,
         templates: TemplateSet,
+        colours: RegionColours | None = None,
     ) -> None:
         self.attrs, self.meta, self.config, self.templates = attrs, meta, config, templates
-        self.windows: KeyframeWindows = select_keyframes(meta.frame_time_s, config)
+        self.windows: KeyframeWindows = deduplicate_keyframes(
+            select_keyframes(meta.frame_time_s, config), meta.ego_pose, config
+        )
         self.table, self.grounding = clip_regions(
             attrs, regions, self.windows.keyframe, meta.channels, meta.clip
         )
+        # Per region and camera: the measured colour at the keyframe and its mask's pixels.
+        self.colour_lab, self.colour_px = (colours or RegionColours.empty()).table(
+            self.table.keyframes[self.table.keyframe_pos], self.table.track_id, meta.channels
+        )
+        self._colours: dict[str, np.ndarray] = {}
         if config.types:
             unknown = [t for t in config.types if t not in templates.types]
             if unknown:
@@ -203,9 +238,21 @@ class _ClipGenerator:
                 cands = enumerate_candidates(qt.subjects, self.table, qt.params, qt.horizons, rng)
                 shared[key] = (cands, {})
             cands, cache = shared[key]
-            q = quantity_input(self.attrs, self.table, cands, qt.params, cache)
+            lab = None
+            if qt.quantity.name in COLOUR_QUANTITIES:
+                lab = self._candidate_colours(qt, cands)
+                self._colours[qt.id] = lab
+            q = quantity_input(self.attrs, self.table, cands, qt.params, cache, lab)
             out[qt.id] = (cands, qt.quantity(q))
         return out
+
+    def _candidate_colours(self, qt: QuestionType, cands: Candidates) -> np.ndarray:
+        """(N, k, 3) colour of each candidate's regions: the view with the most mask pixels
+        among the cameras its record shows (NaN where unmeasured)."""
+        allowed = record_cameras(qt, self.table, cands)[:, None, :]  # (N, 1, C)
+        g = np.maximum(cands.regions, 0)
+        lab = best_view_colour(self.colour_lab[g], self.colour_px[g], allowed)
+        return np.where((cands.regions >= 0)[..., None], lab, np.nan)
 
     def run(self) -> list[dict[str, Any]]:
         if len(self.table) == 0:
@@ -228,7 +275,15 @@ class _ClipGenerator:
                     records += self._group(name, qts, computed, kpos, rng, seq)
         return records
 
-    def _classes(self, cands: Candidates, idx: np.ndarray) -> np.ndarray:
+    def _classes(self, qt: QuestionType, cands: Candidates, idx: np.ndarray) -> np.ndarray:
+        """What the sampler balances as the class: region A's class, a class group, a camera."""
+        if qt.subjects in GROUP_SUBJECTS:
+            keys = np.array([g["key"] for g in qt.params["groups"]], dtype=object)
+            return keys[cands.option[idx]]
+        if qt.subjects == "camera_regions":
+            return np.asarray(self.table.channels, dtype=object)[cands.cameras[idx, 0]]
+        if qt.subjects == "keyframe_regions":
+            return np.full(len(idx), "scene", dtype=object)
         if cands.regions.shape[1] == 0:
             return np.full(len(idx), "ego", dtype=object)
         return self.table.label[cands.regions[idx, 0]]
@@ -236,17 +291,21 @@ class _ClipGenerator:
     def _single(self, qt, computed, kpos, rng, seq) -> list[dict[str, Any]]:
         cands, res = computed
         idx = np.flatnonzero((cands.keyframe_pos == kpos) & res.valid)
-        outcomes = (
-            res.outcome[idx] if res.outcome is not None else np.full(len(idx), "", dtype=object)
-        )
+        if res.outcome is not None:
+            outcomes = res.outcome[idx]
+        elif res.balance is not None:
+            outcomes = res.balance[idx]
+        else:
+            outcomes = np.full(len(idx), "", dtype=object)
         picked = pick_balanced(
             qt.id,
-            self._classes(cands, idx),
+            self._classes(qt, cands, idx),
             outcomes,
             self.config,
             self.state,
             rng,
-            class_cap=qt.n_regions > 0,
+            # Questions about the ego alone or the whole scene have no class to cap.
+            class_cap=qt.subjects not in ("ego", "keyframe_regions"),
         )
         return [self._record(qt, cands, res, int(idx[p]), rng, seq, None) for p in picked]
 
@@ -295,17 +354,25 @@ class _ClipGenerator:
         self, qt: QuestionType, cands: Candidates, res: QuantityResult, i: int
     ) -> QAContent:
         g = cands.regions[i]
+        g = g[g >= 0]
         asked = ()
         if qt.subjects in ("pair_cross_camera", "region_camera_pair"):
             asked = tuple(self.table.channels[c] for c in cands.cameras[i])
-        return QAContent(
+        if qt.subjects == "camera_regions":
+            asked = (self.table.channels[cands.cameras[i, 0]],)
+        option_key = option_text = None
+        if qt.subjects in GROUP_SUBJECTS:
+            group = qt.params["groups"][int(cands.option[i])]
+            option_key, option_text = str(group["key"]), str(group["text"])
+        return content_of(
+            res,
+            i,
             region_ids=[int(x) for x in self.table.region_id[g]],
             classes=[str(x) for x in self.table.label[g]],
-            values={k: float(v[i]) for k, v in res.values.items()},
-            lists={k: tuple(v[i]) for k, v in res.lists.items()},
-            outcome=None if res.outcome is None else str(res.outcome[i]),
             horizon_s=float(cands.horizon_s[i]),
             asked_cameras=asked,
+            option_key=option_key,
+            option_text=option_text,
         )
 
     def _record(self, qt, cands, res, i, rng, seq, group_id) -> dict[str, Any]:
@@ -321,7 +388,8 @@ class _ClipGenerator:
         e_idx = (
             int(rng.choice(applicable(qt.explanations, c.horizon_s))) if qt.explanations else None
         )
-        fields = text_fields(qt, c, vocab, options, letter)
+        i_idx = int(rng.integers(len(qt.items))) if qt.items else None
+        fields = text_fields(qt, c, vocab, options, letter, i_idx)
         question, answer, explanation = render_texts(qt, fields, q_idx, key, a_idx, e_idx)
         yes_no = key if qt.questions[q_idx].asks is not None else None
 
@@ -330,32 +398,39 @@ class _ClipGenerator:
         w = self.window_of[kf]
         context = [int(f) for f in self.windows.context[w]]
         future = [int(f) for f in self.windows.future[w] if f >= 0]
-        if qt.cameras == "all":
-            cameras = list(self.table.channels)
-        else:
+        shown = record_cameras(qt, self.table, cands.subset(slice(i, i + 1)))[0]
+        cameras = [ch for ch, s in zip(self.table.channels, shown, strict=True) if s]
+        if qt.cameras == "candidate":  # the order the question names them in
             cameras = list(
                 dict.fromkeys(self.table.channels[x] for x in cands.cameras[i] if x >= 0)
             )
-        frames = context + (future if self.config.grounding_frames == "context+future" else [])
+        if qt.views == "keyframe":
+            frames = [kf]
+        else:
+            frames = context + (future if self.config.grounding_frames == "context+future" else [])
         frame_set = set(frames)
+        colours = self._colours.get(qt.id)
         regions = []
-        for role, g in zip(ROLES, cands.regions[i], strict=False):
+        for j, (role, g) in enumerate(zip(ROLES, cands.regions[i], strict=False)):
+            if g < 0:
+                continue
             by_cam = self._region_views(kf, int(self.table.row_in_keyframe[g]))
             views = [v for cam in cameras for f, v in by_cam.get(cam, ()) if f in frame_set]
-            regions.append(
-                {
-                    "role": role,
-                    "region_id": int(self.table.region_id[g]),
-                    "track_id": int(self.table.track_id[g]),
-                    "class": str(self.table.label[g]),
-                    "cameras_visible": [
-                        ch
-                        for ch, v in zip(self.table.channels, self.table.visible[g], strict=True)
-                        if v
-                    ],
-                    "views": views,
-                }
-            )
+            entry = {
+                "role": role,
+                "region_id": int(self.table.region_id[g]),
+                "track_id": int(self.table.track_id[g]),
+                "class": str(self.table.label[g]),
+                "cameras_visible": [
+                    ch
+                    for ch, v in zip(self.table.channels, self.table.visible[g], strict=True)
+                    if v
+                ],
+                "views": views,
+            }
+            if colours is not None:
+                entry["colour_lab"] = stored_lab(colours[i, j])
+            regions.append(entry)
         rec_id = f"{self.meta.clip}-k{kf:03d}-{seq[0]:04d}"
         seq[0] += 1
         params: dict[str, Any] = {}
@@ -363,6 +438,11 @@ class _ClipGenerator:
             params["horizon_s"] = c.horizon_s
         if c.asked_cameras:
             params["asked_cameras"] = list(c.asked_cameras)
+        if c.option_key is not None:
+            params["class_group"] = c.option_key
+        variant = {"question": q_idx, "answer": a_idx, "explanation": e_idx}
+        if i_idx is not None:
+            variant["item"] = i_idx
         return {
             "id": rec_id,
             "group_id": group_id or rec_id,
@@ -381,17 +461,49 @@ class _ClipGenerator:
             "kind": qt.kind,
             "type": qt.id,
             "template_id": qt.id,
-            "template_variant": {"question": q_idx, "answer": a_idx, "explanation": e_idx},
+            "template_variant": variant,
             "params": params,
             "regions": regions,
         }
 
 
+def stored_lab(lab: np.ndarray) -> list[float] | None:
+    """A measured colour as records store it: [L, a, b] rounded to 0.01, or None."""
+    lab = np.asarray(lab, dtype=np.float64)
+    if not np.all(np.isfinite(lab)):
+        return None
+    return [round(float(x), 2) + 0.0 for x in lab]
+
+
+def content_of(res: QuantityResult, i: int, **kwargs: Any) -> QAContent:
+    """The :class:`QAContent` of candidate ``i`` of a quantity result (regions and other fields
+    of the candidate in ``kwargs``)."""
+    items = []
+    if res.item_facets or res.item_values:
+        ids, classes = kwargs["region_ids"], kwargs["classes"]
+        for j, (rid, cls) in enumerate(zip(ids, classes, strict=True)):
+            item: dict[str, Any] = {"region_id": int(rid), "class": cls}
+            item.update({k: str(v[i, j]) for k, v in res.item_facets.items()})
+            item.update({k: float(v[i, j]) for k, v in res.item_values.items()})
+            items.append(item)
+    return QAContent(
+        values={k: float(v[i]) for k, v in res.values.items()},
+        lists={k: tuple(v[i]) for k, v in res.lists.items()},
+        outcome=None if res.outcome is None else str(res.outcome[i]),
+        facets={k: str(v[i]) for k, v in res.facets.items()},
+        items=items,
+        **kwargs,
+    )
+
+
 def _enum_params(qt: QuestionType) -> dict[str, Any]:
-    """The params that shape a type's candidates (ranked sets only)."""
+    """The params that shape a type's candidates (ranked sets, class groups)."""
+    if qt.subjects in GROUP_SUBJECTS:
+        return {"groups": qt.params["groups"]}
     if qt.subjects != "ranked_set":
         return {}
-    return {k: qt.params[k] for k in ("rank_by", "size", "margin_m", "chain") if k in qt.params}
+    keys = ("rank_by", "size", "margin_m", "margin_s", "chain", "across_cameras")
+    return {k: qt.params[k] for k in keys if k in qt.params}
 
 
 def generate_clip_qa(
@@ -400,6 +512,7 @@ def generate_clip_qa(
     meta: ClipQAMeta,
     config: QAConfig | None = None,
     templates: TemplateSet | None = None,
+    colours: RegionColours | None = None,
 ) -> list[dict[str, Any]]:
     """QA records of one clip (schema: :mod:`autolabel.qa.records`).
 
@@ -410,9 +523,12 @@ def generate_clip_qa(
         meta: clip name, frame tokens and times, image paths.
         config: sampling settings and seed (defaults when None).
         templates: question types and vocabulary (the packaged templates when None).
+        colours: measured colours of the keyframe views
+            (:func:`autolabel.qa.appearance.measure_region_colours`); without them no colour is
+            named (colour questions are not asked, captions leave the colour out).
     """
     return _ClipGenerator(
-        attrs, regions, meta, config or QAConfig(), templates or load_templates()
+        attrs, regions, meta, config or QAConfig(), templates or load_templates(), colours
     ).run()
 
 

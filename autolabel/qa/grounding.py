@@ -218,6 +218,8 @@ class ClipQAMeta:
         frame_token: F sample tokens.
         image_paths: camera channel -> F image paths (relative to the dataset root).
         channels: camera order (the rig's); defaults to the nuScenes order of the cameras present.
+        ego_pose: (F, 4, 4) ``global_SE3_ego`` of every frame, or None (keyframe de-duplication
+            needs it).
     """
 
     clip: str
@@ -225,6 +227,7 @@ class ClipQAMeta:
     frame_token: Sequence[str]
     image_paths: Mapping[str, Sequence[str]]
     channels: tuple[str, ...] = field(default=())
+    ego_pose: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.frame_time_s = np.asarray(self.frame_time_s, dtype=np.float64).reshape(-1)
@@ -253,6 +256,13 @@ class ClipQAMeta:
         missing = [c for c in self.channels if c not in paths]
         if missing:
             raise ValueError(f"ClipQAMeta({self.clip}).channels: no image paths for {missing}")
+        if self.ego_pose is not None:
+            self.ego_pose = np.asarray(self.ego_pose, dtype=np.float64)
+            if self.ego_pose.shape != (f, 4, 4) or not np.all(np.isfinite(self.ego_pose)):
+                raise ValueError(
+                    f"ClipQAMeta({self.clip}).ego_pose: expected finite ({f}, 4, 4) poses, got "
+                    f"shape {self.ego_pose.shape}"
+                )
 
     @classmethod
     def from_clip(cls, clip: Any) -> ClipQAMeta:
@@ -270,4 +280,7 @@ class ClipQAMeta:
             frame_token=[fr.token for fr in clip.frames],
             image_paths={c: [rel(fr.cameras[c].path) for fr in clip.frames] for c in channels},
             channels=tuple(channels),
+            ego_pose=np.stack([fr.global_SE3_ego.as_matrix() for fr in clip.frames])
+            if clip.frames
+            else None,
         )

@@ -18,6 +18,7 @@ left, (-180, 180]; clock 12 ahead, 3 right; ground-plane distances; sizes w, l, 
 from __future__ import annotations
 
 import itertools
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +27,12 @@ import numpy as np
 
 from autolabel.attributes import ObjectAttributes, PairRelations, pairwise_relations
 
-#: Role names of the regions of a question, in order (``{A}``, ``{B}``, ... in templates).
-ROLES: tuple[str, ...] = ("A", "B", "C", "D")
+#: Role names of the regions of a question, in order (``{A}``, ``{B}``, ... in templates); a
+#: question names at most this many regions (types over a variable set of regions, such as a
+#: scene description, list up to all 26).
+ROLES: tuple[str, ...] = tuple(string.ascii_uppercase)
+#: Most regions of a ranked-set question (options are their orders).
+MAX_RANKED_SET = 4
 
 
 @dataclass
@@ -36,7 +41,8 @@ class QuantityInput:
 
     Attributes:
         attrs: the clip's attributes.
-        rows: (N, k) attribute rows of the k regions in role order, at the keyframe.
+        rows: (N, k) attribute rows of the k regions in role order, at the keyframe; -1 pads the
+            rows of types over a variable set of regions (``present``).
         frame_index: (N,) keyframe of each candidate (index into the clip's frames).
         horizon_s: (N,) look-ahead in seconds, 0 for the keyframe itself.
         cameras: (N, 2) indices into ``channels`` of the cameras a question names (-1: none).
@@ -45,6 +51,9 @@ class QuantityInput:
         channels: the C camera channels, in the rig's order.
         params: the template's parameters, defaults filled in.
         cache: results shared between quantities called on the same candidates.
+        option: (N,) index into the quantity's option list (``Quantity.options_param``, e.g. a
+            class group), -1 where none.
+        colour_lab: (N, k, 3) measured L*a*b* colour of each region (NaN: not measured).
     """
 
     attrs: ObjectAttributes
@@ -56,10 +65,29 @@ class QuantityInput:
     channels: tuple[str, ...]
     params: Mapping[str, Any]
     cache: dict = field(default_factory=dict)
+    option: np.ndarray | None = None
+    colour_lab: np.ndarray | None = None
 
     @property
     def n(self) -> int:
         return len(self.rows)
+
+    @property
+    def present(self) -> np.ndarray:
+        """(N, k) bool: the role holds a region (False in the padding of variable sets)."""
+        return self.rows >= 0
+
+    def options(self) -> np.ndarray:
+        """(N,) option index of each candidate; raises when the candidates have none."""
+        if self.option is None or np.any(np.asarray(self.option) < 0):
+            raise ValueError("this quantity needs an option (class group) per candidate")
+        return np.asarray(self.option, dtype=np.int64)
+
+    def colours(self) -> np.ndarray:
+        """(N, k, 3) measured colours (NaN where not measured or not given)."""
+        if self.colour_lab is None:
+            return np.full((*self.rows.shape, 3), np.nan)
+        return np.asarray(self.colour_lab, dtype=np.float64).reshape(*self.rows.shape, 3)
 
     def column(self, name: str, role: int = 0) -> np.ndarray:
         """(N,) attribute column ``name`` of the region in ``role`` (0 = A) at the keyframe."""
@@ -76,12 +104,21 @@ class QuantityResult:
         values: name -> (N,) float values, SI units named in the key.
         outcome: (N,) str outcome keys (``None`` for purely numeric quantities).
         lists: name -> N tuples of keys (e.g. the camera channels that show a region).
+        facets: name -> (N,) str keys of descriptive words (a colour, a position, an action),
+            printed through the template's ``phrases``.
+        item_values, item_facets: name -> (N, k) per-region values / keys of types over a set of
+            regions (a scene description), NaN / "" in the padding.
+        balance: (N,) keys the sampler balances when there is no outcome (e.g. count buckets).
     """
 
     valid: np.ndarray
     values: dict[str, np.ndarray] = field(default_factory=dict)
     outcome: np.ndarray | None = None
     lists: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    facets: dict[str, np.ndarray] = field(default_factory=dict)
+    item_values: dict[str, np.ndarray] = field(default_factory=dict)
+    item_facets: dict[str, np.ndarray] = field(default_factory=dict)
+    balance: np.ndarray | None = None
 
 
 #: What an outcome key means, so records can say it in structured form.
@@ -103,6 +140,11 @@ class Quantity:
             ``order`` (roles in an order, ``"B,A,C"``).
         defaults: parameter defaults; a template may override them.
         check_params: raises ``ValueError`` naming the parameter when a value is invalid.
+        facets, item_values, item_facets: names of the descriptive keys and per-region values /
+            keys it returns (``QuantityResult``).
+        facet_keys: every key each facet (and item facet) may take, given the params; templates
+            must give words for all of them.
+        options_param: the list parameter whose entries are the candidates' options (``option``).
     """
 
     name: str
@@ -113,13 +155,24 @@ class Quantity:
     outcome_kind: str = "label"
     defaults: Mapping[str, Any] = field(default_factory=dict)
     check_params: Callable[[Mapping[str, Any]], None] | None = None
+    facets: tuple[str, ...] = ()
+    item_values: tuple[str, ...] = ()
+    item_facets: tuple[str, ...] = ()
+    facet_keys: Callable[[Mapping[str, Any]], Mapping[str, tuple[str, ...]]] | None = None
+    options_param: str | None = None
 
     def outcome_keys(self, params: Mapping[str, Any], n_regions: int) -> tuple[str, ...] | None:
         return None if self.outcomes is None else tuple(self.outcomes(params, n_regions))
 
     def __call__(self, q: QuantityInput) -> QuantityResult:
         res = self.fn(q)
-        missing = set(self.values) - set(res.values) | set(self.lists) - set(res.lists)
+        missing = (
+            set(self.values) - set(res.values)
+            | set(self.lists) - set(res.lists)
+            | set(self.facets) - set(res.facets)
+            | set(self.item_values) - set(res.item_values)
+            | set(self.item_facets) - set(res.item_facets)
+        )
         if missing:
             raise RuntimeError(f"quantity {self.name}: did not return {sorted(missing)}")
         return res
@@ -137,6 +190,11 @@ def quantity(
     outcome_kind: str = "label",
     defaults: Mapping[str, Any] | None = None,
     check_params: Callable[[Mapping[str, Any]], None] | None = None,
+    facets: tuple[str, ...] = (),
+    item_values: tuple[str, ...] = (),
+    item_facets: tuple[str, ...] = (),
+    facet_keys: Callable[[Mapping[str, Any]], Mapping[str, tuple[str, ...]]] | None = None,
+    options_param: str | None = None,
 ) -> Callable[
     [Callable[[QuantityInput], QuantityResult]], Callable[[QuantityInput], QuantityResult]
 ]:
@@ -160,6 +218,11 @@ def quantity(
             outcome_kind=outcome_kind,
             defaults=dict(defaults or {}),
             check_params=check_params,
+            facets=facets,
+            item_values=item_values,
+            item_facets=item_facets,
+            facet_keys=facet_keys,
+            options_param=options_param,
         )
         return fn
 
@@ -617,8 +680,8 @@ def _role_outcomes(p: Mapping[str, Any], n_regions: int) -> tuple[str, ...]:
 def _check_ranked(p: Mapping[str, Any]) -> None:
     if p["rank_by"] not in RANK_KEYS:
         raise ValueError(f"rank_by: must be one of {sorted(RANK_KEYS)}, got {p['rank_by']!r}")
-    if not 2 <= p["size"] <= len(ROLES):
-        raise ValueError(f"size: must be 2..{len(ROLES)}, got {p['size']!r}")
+    if not 2 <= p["size"] <= MAX_RANKED_SET:
+        raise ValueError(f"size: must be 2..{MAX_RANKED_SET}, got {p['size']!r}")
     if not p["margin_m"] >= 0:
         raise ValueError(f"margin_m: must be >= 0, got {p['margin_m']!r}")
 
@@ -753,3 +816,7 @@ def visible_in_both(q: QuantityInput) -> QuantityResult:
         outcome=np.where(in_a & in_b, "yes", "no").astype(object),
         lists={"cameras": _camera_lists(q)},
     )
+
+
+# Question types about motion, counts, order of events and appearance register here.
+from autolabel.qa import dynamic as _dynamic  # noqa: E402, F401

@@ -24,12 +24,16 @@ One record per line of ``<clip>/qa.jsonl``, canonical JSON (sorted keys, no NaN)
 - ``category`` (object_centric, ego_centric, spatiotemporal, multiple_choice, multi_view),
   ``kind`` (qualitative, quantitative), ``type`` and ``template_id`` (the question type);
   ``template_variant``: ``{question, answer, explanation}`` indices of the phrasings used.
-- ``params``: inputs of the question that are not regions: ``horizon_s`` (spatiotemporal) and
-  ``asked_cameras`` (channels named in the text).
+- ``params``: inputs of the question that are not regions: ``horizon_s`` (spatiotemporal),
+  ``asked_cameras`` (channels named in the text) and ``class_group`` (a count's class group).
 - ``regions``: in role order (A, B, ...): ``{role, region_id, track_id, class, cameras_visible
   (channels that show it at the keyframe), views: [{camera, frame_index, time_offset_s, box_px
   [u_min, v_min, u_max, v_max], mask_rle {size [h, w], counts}, visible}]}`` for the record's
-  cameras and its context (and future) frames.
+  cameras and its context (and future) frames (the keyframe only for ``views: keyframe`` types);
+  ``colour_lab`` ([L, a, b] measured under the mask, or null) where the answer names a colour.
+  Types over a set of regions (a count, a scene description) list every region of the set.
+- Descriptive answers also store their facet keys (``colour``, ``position``, ``action``) and, for
+  a set of regions, ``items``: per region ``{region_id, <facet>: key, <value>: number}``.
 
 ``autolabel check-qa`` re-derives ``answer_values``, ``question``, ``answer`` and ``explanation``
 from ``attributes.parquet`` through region -> track and fails on any disagreement.
@@ -39,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -75,6 +79,11 @@ class QAContent:
         outcome: the discrete answer key, or None.
         horizon_s: look-ahead, seconds.
         asked_cameras: channels the text names (``camera_a``, ``camera_b``), may be empty.
+        facets: descriptive keys (facet name -> key, e.g. ``colour: red``), printed through the
+            template's ``phrases``.
+        items: per region of a set (a scene description), in region order: ``{region_id,
+            class, <item facet>: key, <item value>: float}``.
+        option_key, option_text: the candidate's option (a class group's key and words).
     """
 
     region_ids: list[int]
@@ -84,6 +93,10 @@ class QAContent:
     outcome: str | None
     horizon_s: float = 0.0
     asked_cameras: tuple[str, ...] = ()
+    facets: dict[str, str] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    option_key: str | None = None
+    option_text: str | None = None
 
 
 def answer_key(qt: QuestionType, question: Phrasing, outcome: str | None) -> str:
@@ -186,8 +199,10 @@ def text_fields(
     vocab: Vocabulary,
     options: Sequence[Mapping[str, Any]] | None = None,
     letter: str | None = None,
+    item_idx: int | None = None,
 ) -> dict[str, str]:
-    """Every placeholder value of a type's phrasings, as text."""
+    """Every placeholder value of a type's phrasings, as text (``item_idx``: the phrasing of
+    the per-region items of a set, which the ``{items}`` placeholder joins)."""
     fields: dict[str, str] = {}
     for role, rid, cls in zip(ROLES, c.region_ids, c.classes, strict=False):
         fields[role] = str(int(rid))
@@ -205,6 +220,14 @@ def text_fields(
     if qt.subjects == "region_horizon":
         fields["t"] = f"{c.horizon_s:g}"
         fields["horizon"] = vocab.horizon(c.horizon_s)
+    for name, key in c.facets.items():
+        fields[name] = qt.phrases[name][key]
+    if c.option_text is not None:
+        fields["group"] = c.option_text
+    if qt.items:
+        fields["items"] = " ".join(
+            render(qt.items[item_idx or 0].text, item_fields(qt, item, vocab)) for item in c.items
+        )
     if options is not None:
         fields["choices"] = vocab.choice_separator.join(
             vocab.choice.format(letter=o["letter"], text=o["text"]) for o in options
@@ -212,6 +235,17 @@ def text_fields(
         chosen = [o for o in options if o["letter"] == letter]
         fields["choice"] = letter or ""
         fields["choice_text"] = chosen[0]["text"] if chosen else ""
+    return fields
+
+
+def item_fields(qt: QuestionType, item: Mapping[str, Any], vocab: Vocabulary) -> dict[str, str]:
+    """Placeholder values of one region's item phrasing."""
+    fields = {"region": str(int(item["region_id"])), "class": vocab.class_noun(item["class"])}
+    for spec in qt.item_values:
+        fields[spec.name] = format_value(spec, item[spec.name])
+    for name, words in qt.phrases.items():
+        if name in item:
+            fields[name] = words[item[name]]
     return fields
 
 
@@ -253,6 +287,21 @@ def structured_answer(
             out["region_ids"] = _order_ids(c.outcome, c.region_ids)
         else:
             out["outcome"] = c.outcome
+    for name, key in c.facets.items():
+        out[name] = key
+    if qt.items:
+        facet_names = [n for n in qt.quantity.item_facets]
+        out["items"] = [
+            {
+                "region_id": int(item["region_id"]),
+                **{n: item[n] for n in facet_names},
+                **{
+                    spec.name: round(float(item[spec.name]), VALUE_DECIMALS) + 0.0
+                    for spec in qt.item_values
+                },
+            }
+            for item in c.items
+        ]
     if yes_no is not None:
         out["yes_no"] = yes_no
     if choice is not None:

@@ -43,6 +43,13 @@ class QAConfig:
         types: question type ids to generate; empty means all loaded templates.
         grounding_frames: ``context`` or ``context+future``: the frames whose boxes and masks a
             record carries for each region.
+        dedup_keyframes: skip QA keyframes whose ego pose moved less than
+            ``dedup_min_translation_m`` and turned less than ``dedup_min_rotation_deg`` from the
+            last kept one (SPAR's pose-based subsampling), so a car waiting at a light does not
+            repeat the same questions every second. Needs the ego poses (``ClipQAMeta.ego_pose``);
+            without them nothing is skipped. Labels (boxes, tracks, attributes) are never
+            de-duplicated: this setting is QA's only.
+        dedup_min_translation_m, dedup_min_rotation_deg: the thresholds, metres and degrees.
     """
 
     seed: int = 0
@@ -57,6 +64,9 @@ class QAConfig:
     per_clip_type_class_cap: int = 8
     types: tuple[str, ...] = field(default_factory=tuple)
     grounding_frames: str = "context+future"
+    dedup_keyframes: bool = True
+    dedup_min_translation_m: float = 1.0
+    dedup_min_rotation_deg: float = 10.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
@@ -86,6 +96,14 @@ class QAConfig:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{name}: must be an integer >= 0, got {v!r}")
         self.types = tuple(self.types)
+        if not isinstance(self.dedup_keyframes, bool):
+            raise ValueError(
+                f"dedup_keyframes: must be true or false, got {self.dedup_keyframes!r}"
+            )
+        for name in ("dedup_min_translation_m", "dedup_min_rotation_deg"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ValueError(f"{name}: must be a number >= 0, got {v!r}")
         if self.grounding_frames not in ("context", "context+future"):
             raise ValueError(
                 f"grounding_frames: must be 'context' or 'context+future', got {self.grounding_frames!r}"
@@ -144,6 +162,56 @@ def select_keyframes(frame_time_s: np.ndarray, config: QAConfig) -> KeyframeWind
         context=ctx[keep].astype(np.int64),
         future=fut[keep].astype(np.int64),
     )
+
+
+def pose_novel_keyframes(
+    global_SE3_ego: np.ndarray, min_translation_m: float, min_rotation_deg: float
+) -> np.ndarray:
+    """(K,) bool: keep each of K poses that moved at least ``min_translation_m`` or turned at
+    least ``min_rotation_deg`` from the last kept one (the first is always kept).
+
+    SPAR's pose-based frame subsampling (seed 001, 7.3): translation distance between the
+    translations, rotation angle ``arccos((trace(R_i^T R_j) - 1) / 2)``; a pose is redundant when
+    both are below their thresholds. The scan is sequential (each decision depends on the last kept
+    pose) over the K <= 16 QA keyframes of a clip.
+
+    Args:
+        global_SE3_ego: (K, 4, 4) ego poses of the keyframes, in time order.
+    """
+    poses = np.asarray(global_SE3_ego, dtype=np.float64)
+    if poses.ndim != 3 or poses.shape[1:] != (4, 4):
+        raise ValueError(f"global_SE3_ego: expected (K, 4, 4), got {poses.shape}")
+    keep = np.zeros(len(poses), dtype=bool)
+    last = None
+    for i, pose in enumerate(poses):
+        if last is not None:
+            moved = float(np.linalg.norm(pose[:3, 3] - last[:3, 3]))
+            cos = (np.trace(last[:3, :3].T @ pose[:3, :3]) - 1.0) / 2.0
+            turned = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
+            if moved < min_translation_m and turned < min_rotation_deg:
+                continue
+        keep[i] = True
+        last = pose
+    return keep
+
+
+def deduplicate_keyframes(
+    windows: KeyframeWindows, global_SE3_ego: np.ndarray | None, config: QAConfig
+) -> KeyframeWindows:
+    """The keyframes :func:`pose_novel_keyframes` keeps (all when de-duplication is off or the
+    clip's ego poses are unknown).
+
+    Args:
+        windows: the clip's QA keyframes (:func:`select_keyframes`).
+        global_SE3_ego: (F, 4, 4) ego pose of every clip frame, or None.
+    """
+    if not config.dedup_keyframes or global_SE3_ego is None or len(windows.keyframe) == 0:
+        return windows
+    poses = np.asarray(global_SE3_ego, dtype=np.float64)[windows.keyframe]
+    keep = pose_novel_keyframes(
+        poses, config.dedup_min_translation_m, config.dedup_min_rotation_deg
+    )
+    return KeyframeWindows(windows.keyframe[keep], windows.context[keep], windows.future[keep])
 
 
 def stable_seed(*parts: int | str) -> list[int]:

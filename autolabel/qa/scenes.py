@@ -2,7 +2,10 @@
 
 ``constant_velocity_scene`` places tracked boxes moving at constant velocity around an ego moving
 straight ahead, at 2 Hz for a 20 s clip, and returns what QA generation takes: attributes, region
-grounding (projected boxes, :mod:`autolabel.qa.projected_grounding`) and clip metadata.
+grounding (projected boxes, :mod:`autolabel.qa.projected_grounding`), clip metadata (with the
+ego poses) and region colours. There are no images: each object gets a body colour from
+``SCENE_COLOURS_RGB`` and its keyframe views are given that colour as if measured
+(``constructed_colours``), so colour questions and captions can be generated and benchmarked.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import numpy as np
 from autolabel.attributes import ObjectAttributes, compute_attributes
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
+from autolabel.colour import NAMED_COLOURS_RGB, lab_from_rgb
+from autolabel.qa.appearance import RegionColours
 from autolabel.qa.grounding import ClipQAMeta, KeyframeRegions
 from autolabel.qa.projected_grounding import regions_from_projection
 from autolabel.qa.sampling import QAConfig, select_keyframes
@@ -43,6 +48,32 @@ class QAScene:
     regions: list[KeyframeRegions]
     meta: ClipQAMeta
     rig: Rig
+    colours: RegionColours | None = None
+
+
+#: Body colours of constructed objects (the palette's words, so their names are known).
+SCENE_COLOURS_RGB = np.array(list(NAMED_COLOURS_RGB.values()), dtype=np.float64)
+
+
+def constructed_colours(
+    regions: list[KeyframeRegions], colour_of_track: dict[int, np.ndarray]
+) -> RegionColours:
+    """Every visible keyframe view measured as its track's colour (RGB 0..255), with the view's
+    box area as its pixel count."""
+    parts: dict[str, list] = {k: [] for k in ("kf", "tid", "cam", "lab", "px")}
+    for kr in regions:
+        sel = np.flatnonzero((kr.view_frame_index == kr.keyframe_index) & kr.view_visible)
+        tid = kr.track_id[kr.view_region[sel]]
+        box = kr.view_box_px[sel]
+        parts["kf"].append(np.full(len(sel), kr.keyframe_index, np.int64))
+        parts["tid"].append(tid)
+        parts["cam"].append(kr.view_camera[sel])
+        rgb = np.array([colour_of_track[int(t)] for t in tid]).reshape(-1, 3)
+        parts["lab"].append(lab_from_rgb(rgb))
+        parts["px"].append(((box[:, 2] - box[:, 0]) * (box[:, 3] - box[:, 1])).astype(np.int64))
+    if not parts["kf"]:
+        return RegionColours.empty()
+    return RegionColours(*(np.concatenate(parts[k]) for k in ("kf", "tid", "cam", "lab", "px")))
 
 
 def global_boxes_per_frame(
@@ -139,8 +170,13 @@ def constant_velocity_scene(
             ]
             for cam in rig.cameras
         },
+        ego_pose=np.stack([p.as_matrix() for p in poses]),
     )
-    return QAScene(attrs=attrs, regions=regions, meta=meta, rig=rig)
+    # Colours from their own generator, so the scene's geometry does not depend on them.
+    colour_rng = np.random.default_rng([seed, 1])
+    body = SCENE_COLOURS_RGB[colour_rng.integers(0, len(SCENE_COLOURS_RGB), n_objects)]
+    colours = constructed_colours(regions, dict(enumerate(body)))
+    return QAScene(attrs=attrs, regions=regions, meta=meta, rig=rig, colours=colours)
 
 
 #: Relative class frequencies of constructed scenes (cars dominate, as on real roads).

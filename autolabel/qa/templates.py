@@ -35,15 +35,26 @@ from typing import Any
 import yaml
 
 from autolabel.classes import DETECTION_CLASSES
-from autolabel.qa.candidates import SUBJECTS, subject_region_count
+from autolabel.qa.candidates import GROUP_SUBJECTS, SUBJECTS, is_variable, subject_region_count
 from autolabel.qa.quantities import QUANTITIES, ROLES, Quantity, resolve_params
 from autolabel.sensors import CAMERA_CHANNELS
 
-CATEGORIES = ("object_centric", "ego_centric", "spatiotemporal", "multiple_choice", "multi_view")
+CATEGORIES = (
+    "object_centric", "ego_centric", "spatiotemporal", "multiple_choice", "multi_view",
+    "appearance", "action", "counting", "temporal", "caption",
+)  # fmt: skip
 KINDS = ("qualitative", "quantitative")
+#: 4D-Bench-style subtasks (per-subtask accuracy); a type's default is its category's.
+SUBTASKS = ("spatial", "spatiotemporal", "appearance", "action", "counting", "temporal", "caption")
+CATEGORY_SUBTASK = {
+    "object_centric": "spatial", "ego_centric": "spatial", "multiple_choice": "spatial",
+    "multi_view": "spatial", "spatiotemporal": "spatiotemporal", "appearance": "appearance",
+    "action": "action", "counting": "counting", "temporal": "temporal", "caption": "caption",
+}  # fmt: skip
 #: Units a numeric value may declare; a value name ending in a unit suffix must use that unit.
-UNITS = ("m", "deg", "m/s", "m2", "m3", "s", "clock", "ratio")
+UNITS = ("m", "deg", "m/s", "m/s2", "m2", "m3", "s", "clock", "ratio", "count")
 _SUFFIX_UNITS = (
+    ("_mps2", "m/s2"),
     ("_mps", "m/s"),
     ("_m2", "m2"),
     ("_m3", "m3"),
@@ -52,11 +63,12 @@ _SUFFIX_UNITS = (
     ("_m", "m"),
 )
 #: Units whose values are whole numbers (stored as int in answer_values).
-INTEGER_UNITS = ("clock",)
+INTEGER_UNITS = ("clock", "count")
 VOCABULARY_FILE = "vocabulary.yaml"
 _TYPE_KEYS = {
     "description", "kind", "subjects", "quantity", "params", "values", "questions", "answers",
-    "explanations", "choices", "group", "horizons", "cameras", "outcome_text",
+    "explanations", "choices", "group", "horizons", "cameras", "outcome_text", "phrases",
+    "items", "item_values", "views", "subtask",
 }  # fmt: skip
 _REGION_RE = re.compile(r"Region \[(\d+)\]")
 
@@ -126,6 +138,12 @@ class QuestionType:
     source: str
     description: str = ""
     outcome_text: Mapping[str, str] = field(default_factory=dict)
+    phrases: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    items: tuple[Phrasing, ...] = ()
+    item_values: tuple[ValueSpec, ...] = ()
+    views: str = "window"
+    subtask: str = "spatial"
+    variable_regions: bool = False
 
     @property
     def yes_no(self) -> bool:
@@ -267,16 +285,18 @@ def _phrasings(items: Any, where: str) -> tuple[Phrasing, ...]:
     return out
 
 
-def _value_spec(name: str, spec: Any, q: Quantity, where: str) -> ValueSpec:
+def _value_spec(name: str, spec: Any, q: Quantity, where: str, item: bool = False) -> ValueSpec:
     if not isinstance(spec, Mapping):
         raise _err(where, "expected a mapping (unit, decimals[, wrap]) or (vocab)")
-    if name in q.lists:
+    if name in q.lists and not item:
         if set(spec) != {"vocab"} or spec["vocab"] not in ("cameras",):
             raise _err(where, "a list value takes exactly {vocab: cameras}")
         return ValueSpec(name, vocab=spec["vocab"])
-    if name not in q.values:
-        provided = ", ".join(q.values + q.lists) or "none"
-        raise _err(where, f"quantity {q.name} does not give {name!r} (it gives: {provided})")
+    names = q.item_values if item else q.values
+    if name not in names:
+        provided = ", ".join(names if item else q.values + q.lists) or "none"
+        what = "per-region values" if item else "values"
+        raise _err(where, f"quantity {q.name} does not give {name!r} (its {what}: {provided})")
     unknown = set(spec) - {"unit", "decimals", "wrap"}
     if unknown:
         raise _err(f"{where}.{sorted(unknown)[0]}", "unknown key (allowed: unit, decimals, wrap)")
@@ -404,8 +424,23 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
     if group is not None and (not isinstance(group, str) or subjects != "region_horizon"):
         raise _err(f"{where}.group", "a group name (string), only for subjects: region_horizon")
     cameras = raw.get("cameras", "candidate")
-    if cameras not in ("candidate", "all"):
-        raise _err(f"{where}.cameras", f"expected candidate or all, got {cameras!r}")
+    if cameras not in ("candidate", "all", "visible"):
+        raise _err(f"{where}.cameras", f"expected candidate, all or visible, got {cameras!r}")
+    if cameras == "visible" and subjects not in ("region", "region_horizon"):
+        raise _err(f"{where}.cameras", "visible is for questions about one region")
+    views = raw.get("views", "window")
+    if views not in ("window", "keyframe"):
+        raise _err(f"{where}.views", f"expected window or keyframe, got {views!r}")
+    subtask = raw.get("subtask", CATEGORY_SUBTASK[category])
+    if subtask not in SUBTASKS:
+        raise _err(f"{where}.subtask", f"expected one of {SUBTASKS}, got {subtask!r}")
+    variable = is_variable(subjects)
+    if subjects in GROUP_SUBJECTS and q.options_param != "groups":
+        raise _err(f"{where}.subjects", f"quantity {qname} does not count class groups")
+    if q.options_param is not None and subjects not in GROUP_SUBJECTS:
+        raise _err(f"{where}.subjects", f"quantity {qname} needs class_group subjects")
+    if (q.item_values or q.item_facets) and not variable:
+        raise _err(f"{where}.subjects", f"quantity {qname} describes a set of regions")
 
     raw_values = raw.get("values", {}) or {}
     if not isinstance(raw_values, Mapping):
@@ -413,6 +448,14 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
     values = tuple(
         _value_spec(name, spec, q, f"{where}.values.{name}") for name, spec in raw_values.items()
     )
+    raw_item_values = raw.get("item_values", {}) or {}
+    if not isinstance(raw_item_values, Mapping):
+        raise _err(f"{where}.item_values", "expected a mapping name -> spec")
+    item_values = tuple(
+        _value_spec(name, spec, q, f"{where}.item_values.{name}", item=True)
+        for name, spec in raw_item_values.items()
+    )
+    phrases = _phrase_tables(raw.get("phrases"), q, params, f"{where}.phrases")
     choices = None
     if "choices" in raw:
         choices = _choices(raw["choices"], params, q, f"{where}.choices")
@@ -433,13 +476,18 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
                 f"expected a mapping of every outcome {outcome_keys} to its words",
             )
 
-    roles = ROLES[:n_regions]
+    roles = () if variable else ROLES[:n_regions]
     base = set(roles) | {f"class_{r}" for r in roles} | {v.name for v in values}
     if subjects in ("pair_cross_camera", "region_camera_pair"):
         base |= {"camera_a", "camera_b"}
+    if subjects == "camera_regions":
+        base |= {"camera_a"}
+    if subjects in GROUP_SUBJECTS:
+        base |= {"group"}
     if subjects == "region_horizon":
         base |= {"t", "horizon"}
     a_extra = {"outcome"} if outcome_text else set()
+    a_extra |= set(q.facets) | ({"items"} if variable else set())
     q_allowed = base | ({"choices"} if choices else set())
     a_allowed = base | a_extra | ({"choice", "choice_text"} if choices else set())
 
@@ -497,6 +545,21 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
                 raise _err(f"{w}.asks", "asks belongs on questions")
             if p.when is not None and subjects != "region_horizon":
                 raise _err(f"{w}.when", "only for subjects: region_horizon")
+    items: tuple[Phrasing, ...] = ()
+    if q.item_facets or q.item_values:
+        if "items" not in raw:
+            raise _err(f"{where}.items", "required: how each region of the set is described")
+        items = _phrasings(raw["items"], f"{where}.items")
+        item_allowed = {"region", "class"} | set(q.item_facets) | {v.name for v in item_values}
+        for i, p in enumerate(items):
+            w = f"{where}.items[{i}]"
+            _check_text(p, item_allowed, (), w)
+            if p.text.count("{region}") != 1 or "Region [{region}]" not in p.text:
+                raise _err(w, "name the region once, as 'Region [{region}]'")
+            if p.asks is not None or p.when is not None:
+                raise _err(w, "items take no asks / when")
+    elif "items" in raw:
+        raise _err(f"{where}.items", f"quantity {qname} does not describe a set of regions")
     explanations: tuple[Phrasing, ...] = ()
     if "explanations" in raw:
         explanations = _phrasings(raw["explanations"], f"{where}.explanations")
@@ -537,7 +600,50 @@ def _question_type(type_id: str, raw: Any, category: str, path: Path) -> Questio
         source=path.name,
         description=description,
         outcome_text=dict(outcome_text),
+        phrases=phrases,
+        items=items,
+        item_values=item_values,
+        views=views,
+        subtask=subtask,
+        variable_regions=variable,
     )
+
+
+def _phrase_tables(
+    raw: Any, q: Quantity, params: Mapping[str, Any], where: str
+) -> dict[str, dict[str, str]]:
+    """``phrases``: facet -> key -> words, for every facet and key the quantity can give."""
+    facets = tuple(dict.fromkeys(q.facets + q.item_facets))
+    if not facets:
+        if raw is not None:
+            raise _err(where, f"quantity {q.name} gives no descriptive facets")
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _err(where, f"required: words for the facets {list(facets)}")
+    keys = dict(q.facet_keys(params)) if q.facet_keys else {}
+    out: dict[str, dict[str, str]] = {}
+    for facet in facets:
+        table = raw.get(facet)
+        if not isinstance(table, Mapping):
+            raise _err(f"{where}.{facet}", "expected a mapping key -> words")
+        need = set(keys.get(facet, ()))
+        missing = sorted(need - set(table))
+        if missing:
+            raise _err(f"{where}.{facet}.{missing[0]}", "words missing")
+        extra = sorted(set(table) - need)
+        if extra:
+            raise _err(f"{where}.{facet}.{extra[0]}", f"not a key of {facet}")
+        for key, words in table.items():
+            if not isinstance(words, str):
+                raise _err(f"{where}.{facet}.{key}", "expected a string")
+            placeholders(words, f"{where}.{facet}.{key}")
+            if "{" in words:
+                raise _err(f"{where}.{facet}.{key}", "facet words take no placeholders")
+        out[facet] = {str(k): v for k, v in table.items()}
+    extra = sorted(set(raw) - set(facets))
+    if extra:
+        raise _err(f"{where}.{extra[0]}", f"quantity {q.name} has no facet {extra[0]}")
+    return out
 
 
 def load_template_file(path: str | Path) -> list[QuestionType]:

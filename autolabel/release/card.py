@@ -41,7 +41,8 @@ _FIELD_DOCS = {
     "clip_id": "the clip (20 s drive segment) the record comes from (salted hash)",
     "keyframe_time_s": "time of the question's keyframe from the clip's first keyframe, seconds",
     "context_offsets_s": "context frames' times relative to the keyframe, seconds",
-    "category": "object_centric, ego_centric, spatiotemporal, multiple_choice, multi_view",
+    "category": "object_centric, ego_centric, spatiotemporal, multiple_choice, multi_view, "
+    "appearance, action, counting, temporal, caption",
     "kind": "qualitative or quantitative (how answers are scored)",
     "type": "question type (see the template schema)",
     "template_id": "the template the text came from",

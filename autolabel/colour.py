@@ -1,0 +1,149 @@
+"""Named colours of objects, measured from the image pixels under their masks.
+
+An object's dominant colour is the per-channel median of its mask's pixels in CIE L*a*b* (a
+perceptual space: equal distances look about equally different), named by the nearest entry of a
+small palette of colour words. Lightness counts half in that distance (``LIGHTNESS_WEIGHT``):
+shading and exposure change a body's lightness far more than its hue, so a shaded red car stays
+red. A colour is ambiguous, and not named, when the second-nearest word is within
+``margin`` of the nearest.
+
+Conversions use OpenCV (float sRGB in [0, 1] -> L in [0, 100], a and b about +-127, D65).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import cv2
+import numpy as np
+
+#: Colour words and their reference sRGB values (0..255).
+NAMED_COLOURS_RGB: dict[str, tuple[int, int, int]] = {
+    "white": (240, 240, 240),
+    "grey": (128, 128, 128),
+    "black": (30, 30, 30),
+    "red": (190, 30, 35),
+    "orange": (240, 130, 30),
+    "yellow": (235, 200, 40),
+    "green": (40, 130, 60),
+    "blue": (40, 75, 165),
+    "brown": (115, 75, 45),
+    "beige": (210, 195, 160),
+    "purple": (110, 50, 140),
+}
+#: Weight of the lightness difference in the naming distance (a and b count fully).
+LIGHTNESS_WEIGHT = 0.5
+#: A surface of a colour shows it at any of these brightness factors (shading, exposure): a
+#: measured colour is compared with each reference colour scaled (in sRGB) by the factor that
+#: fits it best, so the shaded side of a white van is still white, not grey.
+ILLUMINATION_FACTORS = tuple(float(x) for x in np.linspace(0.45, 1.0, 12))
+#: Least difference of distances between the nearest and second-nearest word, Lab units.
+DEFAULT_NAME_MARGIN = 4.0
+#: A mask needs this many pixels for a colour to be measured.
+DEFAULT_MIN_PIXELS = 20
+
+
+def lab_from_rgb(rgb: np.ndarray) -> np.ndarray:
+    """(..., 3) CIE L*a*b* of (..., 3) sRGB values in 0..255 (uint8 or float)."""
+    arr = np.asarray(rgb, dtype=np.float32) / 255.0
+    shape = arr.shape
+    if shape[-1] != 3:
+        raise ValueError(f"expected (..., 3) RGB values, got shape {shape}")
+    flat = np.ascontiguousarray(arr.reshape(-1, 1, 3))
+    if len(flat) == 0:
+        return np.zeros(shape, np.float64)
+    return cv2.cvtColor(flat, cv2.COLOR_RGB2Lab).reshape(shape).astype(np.float64)
+
+
+def palette_lab(
+    palette: Mapping[str, tuple[int, int, int]] | None = None,
+    factors: tuple[float, ...] = ILLUMINATION_FACTORS,
+) -> tuple[list[str], np.ndarray]:
+    """Names and (K, S, 3) Lab values of a palette's colours at S brightness factors
+    (``NAMED_COLOURS_RGB`` by default)."""
+    palette = NAMED_COLOURS_RGB if palette is None else palette
+    names = list(palette)
+    rgb = np.array([palette[n] for n in names], dtype=np.float64)
+    scaled = rgb[:, None, :] * np.asarray(factors, dtype=np.float64)[None, :, None]
+    return names, lab_from_rgb(scaled)
+
+
+def colour_distance(lab_a: np.ndarray, lab_b: np.ndarray) -> np.ndarray:
+    """Naming distance between Lab colours (broadcasting), lightness weighted by
+    ``LIGHTNESS_WEIGHT``."""
+    d = np.asarray(lab_a, dtype=np.float64) - np.asarray(lab_b, dtype=np.float64)
+    return np.sqrt((LIGHTNESS_WEIGHT * d[..., 0]) ** 2 + d[..., 1] ** 2 + d[..., 2] ** 2)
+
+
+def name_colours(
+    lab: np.ndarray,
+    margin: float = DEFAULT_NAME_MARGIN,
+    palette: Mapping[str, tuple[int, int, int]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The nearest colour word of each of (N, 3) Lab colours (each word at its best-fitting
+    brightness factor, ``ILLUMINATION_FACTORS``).
+
+    Returns:
+        (N,) names (object array; ``"unknown"`` where the colour is NaN or ambiguous) and (N,)
+        bool validity (False there).
+    """
+    names, ref = palette_lab(palette)
+    lab = np.asarray(lab, dtype=np.float64).reshape(-1, 3)
+    dist = colour_distance(lab[:, None, None, :], ref[None, :, :, :]).min(axis=2)  # (N, K)
+    finite = np.all(np.isfinite(lab), axis=1)
+    dist = np.where(finite[:, None], dist, np.inf)
+    order = np.argsort(dist, axis=1, kind="stable")
+    n = np.arange(len(lab))
+    d1, d2 = dist[n, order[:, 0]], dist[n, order[:, 1]]
+    with np.errstate(invalid="ignore"):
+        valid = finite & (d2 - d1 >= margin)
+    out = np.asarray(names, dtype=object)[order[:, 0]]
+    return np.where(valid, out, "unknown").astype(object), valid
+
+
+def grouped_median(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """(n_groups, D) per-group median of (P, D) values; NaN for empty groups.
+
+    Vectorized: one sort per channel; the median of an even count is the mean of the two middle
+    values (as ``np.median``).
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(len(group), -1)
+    g = np.asarray(group, dtype=np.int64)
+    out = np.full((n_groups, v.shape[1]), np.nan)
+    counts = np.bincount(g, minlength=n_groups)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    has = counts > 0
+    lo = starts + (counts - 1) // 2
+    hi = starts + counts // 2
+    for d in range(v.shape[1]):
+        order = np.lexsort((v[:, d], g))
+        s = v[order, d]
+        out[has, d] = 0.5 * (s[lo[has]] + s[hi[has]])
+    return out
+
+
+def median_lab_under_masks(
+    image_rgb: np.ndarray, masks: np.ndarray, min_pixels: int = DEFAULT_MIN_PIXELS
+) -> tuple[np.ndarray, np.ndarray]:
+    """The median Lab colour of the pixels under each of N masks of one image.
+
+    Args:
+        image_rgb: (H, W, 3) uint8 RGB image.
+        masks: (H, W, N) bool or uint8 masks (pycocotools' decode layout) or (H, W) for one.
+        min_pixels: masks with fewer pixels get NaN.
+
+    Returns:
+        (N, 3) Lab medians (NaN where too few pixels) and (N,) pixel counts.
+    """
+    img = np.asarray(image_rgb)
+    m = np.asarray(masks)
+    if m.ndim == 2:
+        m = m[:, :, None]
+    if img.ndim != 3 or img.shape[2] != 3 or img.shape[:2] != m.shape[:2]:
+        raise ValueError(f"image {img.shape} and masks {m.shape} differ in size")
+    pix, obj = np.nonzero(m.reshape(-1, m.shape[2]) > 0)
+    counts = np.bincount(obj, minlength=m.shape[2])
+    lab = lab_from_rgb(img.reshape(-1, 3)[pix])
+    med = grouped_median(lab, obj, m.shape[2])
+    med[counts < min_pixels] = np.nan
+    return med, counts

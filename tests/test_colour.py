@@ -1,0 +1,117 @@
+"""Colour of an object from the pixels under its mask: median in L*a*b*, nearest colour word."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autolabel.colour import (
+    NAMED_COLOURS_RGB,
+    grouped_median,
+    lab_from_rgb,
+    median_lab_under_masks,
+    name_colours,
+)
+from autolabel.sensors import CameraCalibration
+from autolabel.synth.catalogue import CLASS_SPECS, build_part_templates
+from autolabel.synth.raycast import GroundTexture
+from autolabel.synth.render import render_camera
+from autolabel.synth.scene_boxes import compose_scene, scenery_boxes
+from calib.rig import camera_rotation
+from calib.se3 import SE3
+
+
+def test_lab_of_reference_colours():
+    # CIE L*a*b* (D65) of sRGB white, mid grey and pure red, by the standard formulas.
+    lab = lab_from_rgb(np.array([[255, 255, 255], [119, 119, 119], [255, 0, 0]]))
+    assert lab[0] == pytest.approx([100.0, 0.0, 0.0], abs=0.05)
+    assert lab[1, 0] == pytest.approx(50.0, abs=0.3) and lab[1, 1:] == pytest.approx(
+        [0, 0], abs=0.05
+    )
+    assert lab[2] == pytest.approx([53.24, 80.09, 67.20], abs=0.2)
+
+
+def test_palette_names_itself_and_unknowns():
+    names = list(NAMED_COLOURS_RGB)
+    lab = lab_from_rgb(np.array([NAMED_COLOURS_RGB[n] for n in names]))
+    got, valid = name_colours(lab)
+    # Every word names itself except mid grey: under the brightness factors it is also a white
+    # surface at 53 % (240 * 0.53 = 128), so it is ambiguous; a darker grey is grey.
+    assert [n for n, g in zip(names, got, strict=True) if g != n] == ["grey"]
+    assert name_colours(lab_from_rgb(np.array([[80, 80, 80]])))[0][0] == "grey"
+    # A shaded red (60 % brightness) is still red; NaN is unknown.
+    got, valid = name_colours(lab_from_rgb(np.array([[114, 18, 21]])))
+    assert got[0] == "red" and valid[0]
+    got, valid = name_colours(np.array([[np.nan, 0.0, 0.0]]))
+    assert got[0] == "unknown" and not valid[0]
+    # Half way between red and orange is ambiguous.
+    mid = 0.5 * (
+        lab_from_rgb(np.array(NAMED_COLOURS_RGB["red"]))
+        + lab_from_rgb(np.array(NAMED_COLOURS_RGB["orange"]))
+    )
+    assert name_colours(mid[None])[0][0] == "unknown"
+
+
+def test_grouped_median_matches_numpy():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(500, 3))
+    group = rng.integers(0, 7, 500)
+    group[group == 5] = 6  # an empty group
+    got = grouped_median(values, group, 8)
+    for g in range(8):
+        if (group == g).any():
+            assert got[g] == pytest.approx(np.median(values[group == g], axis=0))
+        else:
+            assert np.isnan(got[g]).all()
+
+
+def test_median_under_masks_ignores_a_minority_of_background():
+    img = np.zeros((40, 60, 3), np.uint8)
+    img[:] = (90, 90, 90)
+    img[5:25, 5:30] = NAMED_COLOURS_RGB["blue"]
+    img[10:30, 35:55] = NAMED_COLOURS_RGB["yellow"]
+    masks = np.zeros((40, 60, 3), np.uint8)
+    masks[3:27, 3:32, 0] = 1  # the blue patch and a border of background (34 % of it)
+    masks[10:30, 35:55, 1] = 1
+    masks[0:2, 0:5, 2] = 1  # 10 pixels: too few
+    lab, px = median_lab_under_masks(img, masks, min_pixels=20)
+    assert list(px) == [24 * 29, 400, 10]
+    names, _ = name_colours(lab)
+    assert list(names) == ["blue", "yellow", "unknown"]
+    assert lab[0] == pytest.approx(lab_from_rgb(np.array(NAMED_COLOURS_RGB["blue"])), abs=0.01)
+
+
+def test_colours_of_rendered_synthetic_objects():
+    """The synthetic renderer shades each body face by 0.45..1 and adds windscreens and plates;
+    the median under each object's pixels still names its body colour."""
+    cam = CameraCalibration(
+        "CAM_TEST", np.array([[200.0, 0, 160], [0, 200, 90], [0, 0, 1]]), SE3.identity(), 320, 180
+    )
+    pose = SE3(camera_rotation(0.0, 0.0), np.array([0.0, 0.0, 1.5]))
+    objects = [  # class, body colour (a palette entry of the class), expected word
+        ("car", CLASS_SPECS["car"].palette[3], "red"),
+        ("car", CLASS_SPECS["car"].palette[4], "blue"),
+        ("bus", CLASS_SPECS["bus"].palette[0], "yellow"),
+        ("car", CLASS_SPECS["car"].palette[7], "green"),
+        ("construction_vehicle", CLASS_SPECS["construction_vehicle"].palette[1], "orange"),
+    ]
+    names = [o[0] for o in objects]
+    sizes = np.array([CLASS_SPECS[n].mean_wlh_m for n in names])
+    colours = np.array([o[1] for o in objects], np.uint8)
+    parts = build_part_templates(
+        names, sizes, colours, np.zeros(len(names), bool), np.random.default_rng(0)
+    )
+    centers = np.array(
+        [[15, -6, 0.87], [15, 0, 0.87], [40, -12, 1.74], [30, -1, 0.87], [25, 7, 1.6]]
+    )
+    empty = scenery_boxes(
+        np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros((0, 3), np.uint8)
+    )
+    boxes = compose_scene(parts, centers, np.array([0.3, 0.0, 0.0, 2.0, 1.2]), empty)
+    result = render_camera(cam, pose, boxes, GroundTexture.plain((90, 90, 90)))
+    owner = np.where(result.box_index >= 0, boxes.owner[np.maximum(result.box_index, 0)], -1)
+    masks = np.stack([owner == i for i in range(len(objects))], axis=-1)
+    lab, px = median_lab_under_masks(result.image, masks)
+    assert (px > 50).all()
+    got, valid = name_colours(lab)
+    assert list(got) == [o[2] for o in objects] and valid.all()
