@@ -267,6 +267,18 @@ def cluster_labels(
 
 
 @numba.njit(cache=True)
+def _extents(xy, s, m, ca, sa):  # pragma: no cover - numba
+    """Extents of points xy[s:s+m] along e1 = (ca, sa) and e2 = (-sa, ca): min1, max1, min2, max2."""
+    min1, max1, min2, max2 = 1e18, -1e18, 1e18, -1e18
+    for p in range(s, s + m):
+        c1 = xy[p, 0] * ca + xy[p, 1] * sa
+        c2 = -xy[p, 0] * sa + xy[p, 1] * ca
+        min1, max1 = min(min1, c1), max(max1, c1)
+        min2, max2 = min(min2, c2), max(max2, c2)
+    return min1, max1, min2, max2
+
+
+@numba.njit(cache=True)
 def _fit_rectangles(xy, starts, counts, angles, edge_tolerance_m):  # pragma: no cover - numba
     """Per cluster: the L-shape rectangle (closeness criterion) and its edge-point share.
 
@@ -279,12 +291,7 @@ def _fit_rectangles(xy, starts, counts, angles, edge_tolerance_m):  # pragma: no
         best_score, best_k = -1.0, 0
         for k in range(len(angles)):
             ca, sa = math.cos(angles[k]), math.sin(angles[k])
-            min1, max1, min2, max2 = 1e18, -1e18, 1e18, -1e18
-            for p in range(s, s + m):
-                c1 = xy[p, 0] * ca + xy[p, 1] * sa
-                c2 = -xy[p, 0] * sa + xy[p, 1] * ca
-                min1, max1 = min(min1, c1), max(max1, c1)
-                min2, max2 = min(min2, c2), max(max2, c2)
+            min1, max1, min2, max2 = _extents(xy, s, m, ca, sa)
             score = 0.0
             for p in range(s, s + m):
                 c1 = xy[p, 0] * ca + xy[p, 1] * sa
@@ -295,12 +302,7 @@ def _fit_rectangles(xy, starts, counts, angles, edge_tolerance_m):  # pragma: no
             if score > best_score:
                 best_score, best_k = score, k
         ca, sa = math.cos(angles[best_k]), math.sin(angles[best_k])
-        min1, max1, min2, max2 = 1e18, -1e18, 1e18, -1e18
-        for p in range(s, s + m):
-            c1 = xy[p, 0] * ca + xy[p, 1] * sa
-            c2 = -xy[p, 0] * sa + xy[p, 1] * ca
-            min1, max1 = min(min1, c1), max(max1, c1)
-            min2, max2 = min(min2, c2), max(max2, c2)
+        min1, max1, min2, max2 = _extents(xy, s, m, ca, sa)
         on_edge = 0
         for p in range(s, s + m):
             c1 = xy[p, 0] * ca + xy[p, 1] * sa

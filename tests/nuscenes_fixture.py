@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from pyquaternion import Quaternion
 
+from autolabel.synth.nuscenes_writer import TABLE_NAMES
+
 
 def token(*parts) -> str:
     return hashlib.md5("/".join(str(p) for p in parts).encode()).hexdigest()
@@ -97,24 +99,7 @@ def write_dataset(root: Path, layout: Layout | None = None, seed: int = 0) -> Wr
     layout = layout or Layout()
     rng = np.random.default_rng(seed)
     root = Path(root)
-    tables: dict[str, list] = {
-        name: []
-        for name in (
-            "category",
-            "attribute",
-            "visibility",
-            "instance",
-            "sensor",
-            "calibrated_sensor",
-            "ego_pose",
-            "log",
-            "scene",
-            "sample",
-            "sample_data",
-            "sample_annotation",
-            "map",
-        )
-    }
+    tables: dict[str, list] = {name: [] for name in TABLE_NAMES}
     cat_names = CATEGORIES_FLAT if layout.flat_categories else CATEGORIES_NUSCENES
     for name in cat_names:
         tables["category"].append({"token": token("cat", name), "name": name, "description": ""})
