@@ -363,7 +363,8 @@ class RayOptions:
                 raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
 
 
-def _read_yaml_mapping(path: Path) -> dict[str, Any]:
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML config file; errors name the file."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
@@ -389,7 +390,7 @@ def load_run_config(
     data: dict[str, Any] = {}
     if path is not None:
         where = str(path)
-        data = _read_yaml_mapping(Path(path))
+        data = read_yaml_mapping(Path(path))
     ray_data = data.pop("ray", None) or {}
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
@@ -404,3 +405,11 @@ def load_run_config(
 def load_pipeline_config(path: str | Path | None = None, **overrides: Any) -> PipelineConfig:
     """Read a YAML config (or the defaults when ``path`` is None) and apply keyword overrides."""
     return load_run_config(path, **overrides)[0]
+
+
+def load_dataclass_config(cls: type[T], path: str | Path | None = None, **overrides: Any) -> T:
+    """Dataclass ``cls`` from a YAML file of its fields (defaults when ``path`` is None), with
+    keyword overrides applied (None values ignored). Errors name the file and the key."""
+    data = read_yaml_mapping(Path(path)) if path is not None else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return dataclass_from_mapping(cls, data, str(path) if path is not None else cls.__name__)

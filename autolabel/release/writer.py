@@ -120,25 +120,9 @@ class ReleaseConfig:
 
 def load_release_config(path: str | Path | None) -> ReleaseConfig:
     """``ReleaseConfig`` from a YAML file of its fields (defaults when None); errors name the key."""
-    if path is None:
-        return ReleaseConfig()
-    import yaml
+    from autolabel.config import load_dataclass_config
 
-    from autolabel.config import ConfigError, dataclass_from_mapping
-
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no such release config") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a mapping of ReleaseConfig fields")
-    try:
-        return dataclass_from_mapping(ReleaseConfig, data, p.name)
-    except ValueError as e:
-        raise ConfigError(f"{p.name}: {e}") from None
+    return load_dataclass_config(ReleaseConfig, path)
 
 
 @dataclass

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from nuscenes.utils.splits import create_splits_scenes
 
-from autolabel.config import ConfigError, dataclass_from_mapping
+from autolabel.config import load_dataclass_config
 
 #: Split names the devkit resolves itself (hard-coded nuScenes scene lists); a custom split in
 #: ``splits.json`` is only read for names outside this set (nuscenes-devkit 1.2.0
@@ -159,19 +158,4 @@ def load_synth_config(path: str | Path | None = None, **overrides: Any) -> Synth
         ConfigError: a missing or malformed file, an unknown key, a value of the wrong type or an
             invalid value; the message names the file and the key.
     """
-    data: dict[str, Any] = {}
-    where = "synth config"
-    if path is not None:
-        path = Path(path)
-        where = str(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of SynthConfig fields")
-        data = dict(loaded or {})
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return dataclass_from_mapping(SynthConfig, data, where)
+    return load_dataclass_config(SynthConfig, path, **overrides)
