@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -37,6 +39,18 @@ eval_app = typer.Typer(
     no_args_is_help=True, help="Score labels with the official nuScenes metrics."
 )
 app.add_typer(eval_app, name="eval")
+
+
+@contextmanager
+def exit_on(*errors: type[BaseException]) -> Iterator[None]:
+    """Turn the user-facing ``errors`` (bad paths, malformed input) into one line and exit 1."""
+    try:
+        yield
+    except errors as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
 bench_app = typer.Typer(
     no_args_is_help=True, help="Export a QA run as a benchmark and score model answers."
 )
@@ -61,11 +75,8 @@ def clips(
     """List the clips (scenes) of a nuScenes-format dataset, one per line."""
     from autolabel.nuscenes_reader import DatasetError, describe_clips
 
-    try:
+    with exit_on(DatasetError):
         rows = describe_clips(dataroot, version)
-    except DatasetError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
     for r in rows:
         print(
             f"{r['name']}\tkeyframes={r['keyframes']}\tduration_s={r['duration_s']}"
@@ -137,13 +148,10 @@ def eval_track(
     from autolabel.evaluation.tracking import evaluate_tracking, format_tracking_metrics
 
     scene_list = [s for s in scenes.split(",") if s] or None
-    try:
+    with exit_on(FileNotFoundError, ValueError):
         report = evaluate_tracking(
             run, dataroot, version, scene_list, render_curves=plots, verbose=verbose
         )
-    except (FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
     for line in format_tracking_metrics(report["metrics"]):
         print(line)
 
@@ -203,12 +211,9 @@ def eval_qa(
         label_quality_table,
     )
 
-    try:
+    with exit_on(FileNotFoundError, ValueError):
         config = LabelQualityConfig(match_distance_m=match_distance_m, method=method)
         result = evaluate_label_quality(reference, candidate, out, config)
-    except (FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
     print("\n".join(format_label_quality(result)))
     Console(width=140).print(label_quality_table(result))
     print(f"written: {result['output']}")
@@ -226,12 +231,9 @@ def bench_export(
     """Write questions.jsonl (feed it to a VLM), answer_key.jsonl, images and baselines."""
     from autolabel.benchmark.export import ExportConfig, export_benchmark
 
-    try:
+    with exit_on(FileNotFoundError, ValueError):
         config = ExportConfig(images=images, dynamic_only=dynamic_only, seed=seed)
         summary = export_benchmark(run, out, dataroot, config)
-    except (FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
     print(f"questions: {summary['questions']}")
     for name, n in summary["by_set"].items():
         print(f"{name}: {n}")
@@ -252,11 +254,8 @@ def bench_score(
 
     from autolabel.benchmark.scoring import breakdown_table, format_scores, score_benchmark
 
-    try:
+    with exit_on(FileNotFoundError, ValueError):
         result = score_benchmark(bench, answers, out)
-    except (FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
     print("\n".join(format_scores(result)))
     Console(width=120).print(breakdown_table(result))
     print(f"written: {result['scores_file']}")
@@ -271,11 +270,8 @@ def report(
     """Write RUN/report/index.html: metrics, Set-of-Mark views, bird's-eye plots, QA."""
     from autolabel.report import write_report
 
-    try:
+    with exit_on(FileNotFoundError, ValueError):
         path = write_report(run, dataroot, max_keyframes_per_clip=max_keyframes)
-    except (FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
     print(f"written: {path}")
 
 

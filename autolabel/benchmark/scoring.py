@@ -655,11 +655,15 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100.0 * x:.1f}"
 
 
+def format_fraction(x: float | None) -> str:
+    """A metric for ``name: value`` lines: 4 decimals, ``-`` where undefined."""
+    return "-" if x is None else f"{x:.4f}"
+
+
 def format_scores(result: Mapping[str, Any]) -> list[str]:
     """Headline metrics as ``name: value`` lines (fractions, 4 decimals; ``-`` where undefined)."""
 
-    def f(x: float | None) -> str:
-        return "-" if x is None else f"{x:.4f}"
+    f = format_fraction
 
     st = result["spatiotemporal"]
     lines = [

@@ -43,7 +43,7 @@ import numpy as np
 
 from autolabel.atomic_io import atomic_write_json
 from autolabel.attributes import ObjectAttributes
-from autolabel.benchmark.scoring import answer_spec, values_agree
+from autolabel.benchmark.scoring import answer_spec, format_fraction, values_agree
 from autolabel.classes import DETECTION_CLASSES
 
 LABEL_QUALITY_FILE = "label_quality.json"
@@ -573,8 +573,7 @@ def evaluate_label_quality(
 def format_label_quality(result: Mapping[str, Any]) -> list[str]:
     """``name: value`` lines of the overall figures, then one line per question type."""
 
-    def f(x: float | None) -> str:
-        return "-" if x is None else f"{x:.4f}"
+    f = format_fraction
 
     o = result["overall"]
     lines = [
