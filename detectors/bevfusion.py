@@ -223,7 +223,7 @@ def _require_mmdet3d() -> None:
         raise DetectorUnavailableError(f"{INSTALL_HINT} (import failed: {e})") from None
 
 
-def _install_placeholder(module_name: str, functions: tuple[str, ...], message: str) -> None:
+def _install_failing_module(module_name: str, functions: tuple[str, ...], message: str) -> None:
     """Stand in for a compiled op module that a code path imports but never calls here."""
     module = types.ModuleType(module_name)
 
@@ -241,7 +241,7 @@ def _compiled(mmdet3d_root: Path, module_name: str) -> bool:
     return any(mmdet3d_root.joinpath(*package).glob(f"{name}*.so"))
 
 
-def _install_cpu_placeholders(mmdet3d_root: Path) -> None:
+def _install_cpu_op_stand_ins(mmdet3d_root: Path) -> None:
     """Let a LiDAR-only BEVFusion import on a machine without the project's compiled ops.
 
     The project imports its ``bev_pool`` and voxelization extensions unconditionally. ``bev_pool``
@@ -251,14 +251,14 @@ def _install_cpu_placeholders(mmdet3d_root: Path) -> None:
     is called on CPU; modules that fail loudly if they ever are stand in for them.
     """
     if not _compiled(mmdet3d_root, _BEV_POOL_EXT):
-        _install_placeholder(
+        _install_failing_module(
             _BEV_POOL_EXT,
             ("bev_pool_forward", "bev_pool_backward"),
             "BEVFusion's camera branch needs the CUDA bev_pool op (python "
             "projects/BEVFusion/setup.py develop on a CUDA machine); use a LiDAR-only config on CPU",
         )
     if not _compiled(mmdet3d_root, _VOXEL_EXT):
-        _install_placeholder(
+        _install_failing_module(
             _VOXEL_EXT,
             ("hard_voxelize", "dynamic_voxelize", "dynamic_point_to_voxel_forward",
              "dynamic_point_to_voxel_backward"),
@@ -308,7 +308,7 @@ def _import_bevfusion_project(mmdet3d_root: Path, uses_camera: bool) -> None:
     except ImportError as e:
         message = str(e)
     if ("bev_pool_ext" in message or "voxel_layer" in message) and not uses_camera:
-        _install_cpu_placeholders(mmdet3d_root)
+        _install_cpu_op_stand_ins(mmdet3d_root)
         try:
             importlib.import_module(_PROJECT_PACKAGE)
             return
