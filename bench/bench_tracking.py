@@ -70,28 +70,40 @@ def python_pub_tracker(
                     "score": float(boxes.score[i]),
                 }
             )
-        order = sorted(range(len(dets)), key=lambda i: -dets[i]["score"])
+        dist = [[math.inf] * len(tracks) for _ in dets]
+        allowed = [[False] * len(tracks) for _ in dets]
+        for i, d in enumerate(dets):
+            for j, t in enumerate(tracks):
+                unseen = now - t["seen_t"]
+                limit = gate[d["name"]]
+                if d["has_velocity"] and t["velocity_known"] and t["age"] == 1:
+                    dx = d["x"] - d["vx"] * dt - t["x"]
+                    dy = d["y"] - d["vy"] * dt - t["y"]
+                elif d["has_velocity"] and t["velocity_known"]:
+                    dx = d["x"] - 0.5 * (d["vx"] + t["vx"]) * unseen - t["seen_x"]
+                    dy = d["y"] - 0.5 * (d["vy"] + t["vy"]) * unseen - t["seen_y"]
+                elif d["has_velocity"]:
+                    dx = d["x"] - d["vx"] * unseen - t["seen_x"]
+                    dy = d["y"] - d["vy"] * unseen - t["seen_y"]
+                else:
+                    dx = d["x"] - t["x"] - t["vx"] * dt
+                    dy = d["y"] - t["y"] - t["vy"] * dt
+                    if not t["velocity_known"]:
+                        limit = limit + max_speed[d["name"]] * unseen
+                dist[i][j] = math.sqrt(dx * dx + dy * dy)
+                allowed[i][j] = t["name"] == d["name"] and dist[i][j] <= limit
+        nearest = [
+            min([x for x, a in zip(dist[i], allowed[i], strict=True) if a], default=math.inf)
+            for i in range(len(dets))
+        ]
+        order = sorted(range(len(dets)), key=lambda i: (-dets[i]["score"], nearest[i]))
         taken = [False] * len(tracks)
         match = [-1] * len(dets)
         for i in order:
-            d = dets[i]
-            if d["has_velocity"]:
-                rx, ry = d["x"] - d["vx"] * dt, d["y"] - d["vy"] * dt
-            else:
-                rx, ry = d["x"], d["y"]
             best, best_dist = -1, math.inf
-            for j, t in enumerate(tracks):
-                if taken[j] or t["name"] != d["name"]:
-                    continue
-                dx, dy = rx - t["x"], ry - t["y"]
-                limit = gate[d["name"]]
-                if not d["has_velocity"]:
-                    dx, dy = dx - t["vx"] * dt, dy - t["vy"] * dt
-                    if not t["velocity_known"]:
-                        limit = limit + max_speed[d["name"]] * dt
-                dist = math.sqrt(dx * dx + dy * dy)
-                if dist <= limit and dist < best_dist:
-                    best, best_dist = j, dist
+            for j in range(len(tracks)):
+                if allowed[i][j] and not taken[j] and dist[i][j] < best_dist:
+                    best, best_dist = j, dist[i][j]
             if best >= 0:
                 match[i] = best
                 taken[best] = True

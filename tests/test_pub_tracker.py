@@ -183,12 +183,72 @@ def test_long_max_age_relinks_only_where_the_track_predicts():
     straight = _frames([{"start": (0.0, 0.0), "vel": (5.0, 0.0), "present": present}], 16)
     assert _id_map(straight, _track(straight)) == {0: {0}}
     turned = _frames([{"start": (0.0, 0.0), "vel": (5.0, 0.0), "present": present}], 16)
-    # It comes back driving the other way: moved back by its own velocity, its frame-11 detection
-    # is at x = 32.5 m, the track coasted to x = 25 m (7.5 m, beyond the 4 m gate).
+    # It comes back driving the other way: last seen at x = 10 m (t = 2 s) at +5 m/s, back at
+    # x = 30 m (t = 5.5 s) at -5 m/s; the mean velocity is 0, so 20 m from where it was last seen
+    # (beyond the 4 m gate).
     for f in range(11, 16):
         turned[f].center_m[0, 0] = 30.0 - 5.0 * (f - 11) * DT_S
         turned[f].velocity_mps[0] = [-5.0, 0.0]
     assert _id_map(turned, _track(turned)) == {0: {0, 1}}
+
+
+def _one_box(x_m: float, vx_mps: float, cls: str = "motorcycle") -> Boxes3D:
+    """One detection on the x axis moving along it."""
+    return Boxes3D(
+        center_m=[[x_m, 0.0, 1.0]],
+        size_wlh_m=[[0.8, 2.1, 1.5]],
+        yaw_rad=[0.0],
+        velocity_mps=[[vx_mps, 0.0]],
+        label=[class_index(cls)],
+        score=[0.9],
+    )
+
+
+def test_coasted_track_is_not_taken_by_an_object_coming_the_other_way():
+    # A motorcycle at +8 m/s is seen for 2 s (x = 0..16 m) and vanishes. At t = 5.5 s a motorcycle
+    # at x = 44 m drives the other way (-8 m/s). CenterPoint's comparison (detection moved back
+    # 0.5 s to 48 m, track coasted to 16 + 8 * 3 = 40 m) gives 8 m, inside the 13 m gate; the mean
+    # velocity over the 3.5 s unseen is 0, so it is 44 - 16 = 28 m away: a new track. The same
+    # detection driving on at +8 m/s is 44 - 8 * 3.5 - 16 = 0 m away and keeps the id.
+    times = np.arange(12) * DT_S
+    for vx, expected in ((-8.0, 1), (8.0, 0)):
+        frames = [_one_box(8.0 * t, 8.0) for t in times[:5]] + [Boxes3D.empty()] * 6
+        frames.append(_one_box(44.0, vx))
+        tracked = PubTracker().track_clip(times, frames)
+        assert tracked[11].track_id.tolist() == [expected]
+
+
+def test_pedestrian_stopping_while_unseen_keeps_its_id():
+    # Walks at 1.5 m/s (x = 0, 0.75, 1.5 m at t = 0, 0.5, 1 s), is hidden for 3 s while slowing
+    # evenly to a stop, and reappears standing at 1.5 + 1.5 * 3 / 2 = 3.75 m. The mean of the two
+    # velocities puts it exactly there; coasting at 1.5 m/s to t = 3.5 s (5.25 m) would leave it
+    # 1.5 m away, beyond the 1 m pedestrian gate.
+    times = np.arange(9) * DT_S
+    frames = [_one_box(1.5 * t, 1.5, "pedestrian") for t in times[:3]] + [Boxes3D.empty()] * 5
+    frames.append(_one_box(3.75, 0.0, "pedestrian"))
+    tracked = PubTracker().track_clip(times, frames)
+    assert [int(t.track_id[0]) for t in tracked if len(t)] == [0, 0, 0, 0]
+
+
+def test_equal_scores_visit_the_nearest_detection_first():
+    # A parked car at the origin; next frame two detections of equal score: a new car 3 m away
+    # listed first (inside the 4 m gate) and the parked car itself. Input order would hand the
+    # track to the new car; nearest-first keeps it with the parked one.
+    first = _one_box(0.0, 0.0, "car")
+    second = Boxes3D.concatenate([_one_box(3.0, 0.0, "car"), _one_box(0.0, 0.0, "car")])
+    tracked = PubTracker().track_clip(np.array([0.0, 0.5]), [first, second])
+    assert tracked[1].track_id.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(("x_m", "same"), [(3.5, True), (6.0, False)])
+def test_unknown_velocity_gate_grows_with_time_unseen(x_m, same):
+    # A pedestrian seen once without velocity, then missed for two keyframes: 1.5 s later its
+    # gate is 1 m + 3 m/s * 1.5 s = 5.5 m (one interval's widening, 2.5 m, would lose it at 3.5 m).
+    ped = _one_box(0.0, np.nan, "pedestrian")
+    later = _one_box(x_m, np.nan, "pedestrian")
+    times = np.arange(4) * DT_S
+    tracked = PubTracker().track_clip(times, [ped, Boxes3D.empty(), Boxes3D.empty(), later])
+    assert bool(tracked[3].track_id[0] == 0) is same
 
 
 def test_detections_without_velocity_track_fast_objects():
