@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -266,3 +267,17 @@ def test_card_header_and_datasets_load(built):
     assert row["images"][0].size == (320, 180)  # decoded as images
     from_card = datasets.load_dataset(str(built["rel"]))
     assert {s: from_card[s].num_rows for s in from_card} == n
+
+
+def test_rekeyed_ids_never_read_as_leaks(tmp_path):
+    # 20,000 ids of every kind: as hex, about 3 of them would be 16 decimal digits starting 1-3
+    # (an epoch-microsecond timestamp to the scanner) and fail the build; as letters a-p, none.
+    ids = [
+        rekey("salt", kind, "synth-0000", i)
+        for kind in ("clip", "qa", "group", "image")
+        for i in range(5000)
+    ]
+    assert all(re.fullmatch(r"(clip|qa|group|image)-[a-p]{16}", x) for x in ids)
+    assert len(set(ids)) == len(ids)
+    (tmp_path / "ids.json").write_text(json.dumps(ids))
+    assert scan_release(tmp_path) == []
