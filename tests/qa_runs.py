@@ -14,21 +14,15 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from autolabel.attributes import compute_attributes
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.qa import QAConfig, generate_clip_qa, load_templates, write_qa_jsonl
-from autolabel.qa.grounding import ClipQAMeta
-from autolabel.qa.projected_grounding import regions_from_projection
-from autolabel.qa.sampling import select_keyframes
 from autolabel.qa.scenes import (
     CLASS_SIZES_WLH_M,
     QAScene,
     constant_velocity_scene,
     global_boxes_per_frame,
 )
-from calib.rig import load_rig
-from calib.se3 import SE3
 
 
 def write_camera_images(dataroot: Path, scene: QAScene) -> None:
@@ -93,36 +87,3 @@ def lane_tracks(
     params = {"label": label, "sizes": sizes, "start_xy": start_xy, "velocity": velocity}
     tracks = global_boxes_per_frame(time_s, start_xy, velocity, label, sizes)
     return time_s, tracks, params
-
-
-def scene_from_tracks(
-    time_s: np.ndarray,
-    tracks: list[Boxes3D],
-    clip: str = "scene-t-0001",
-    ego_speed_mps: float = 6.0,
-    image_size: tuple[int, int] = (400, 225),
-) -> QAScene:
-    """A QA scene (attributes, projected-box grounding, metadata) from global tracks, with an ego
-    driving along +x; the same clip name and times give the same image paths and tokens."""
-    poses = [SE3(np.eye(3), np.array([ego_speed_mps * t, 0.0, 0.0])) for t in time_s]
-    attrs = compute_attributes(time_s, poses, tracks)
-    rig = load_rig("nuscenes").scaled(*image_size)
-    windows = select_keyframes(time_s, QAConfig())
-    frames = [
-        [int(f) for f in list(ctx) + list(fut) if f >= 0]
-        for ctx, fut in zip(windows.context, windows.future, strict=True)
-    ]
-    regions = regions_from_projection(attrs, rig.cameras, windows.keyframe, frames)
-    meta = ClipQAMeta(
-        clip=clip,
-        frame_time_s=time_s,
-        frame_token=[f"{clip}-sample-{f:03d}" for f in range(len(time_s))],
-        image_paths={
-            cam.channel: [
-                f"samples/{cam.channel}/{clip}__{cam.channel}__{f:03d}.jpg"
-                for f in range(len(time_s))
-            ]
-            for cam in rig.cameras
-        },
-    )
-    return QAScene(attrs=attrs, regions=regions, meta=meta, rig=rig)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from qa_runs import lane_tracks, scene_from_tracks, write_qa_run
+from qa_runs import lane_tracks, write_qa_run
 
 from autolabel.evaluation.label_quality import (
     LabelQualityConfig,
@@ -12,6 +12,7 @@ from autolabel.evaluation.label_quality import (
     evaluate_label_quality,
     format_label_quality,
 )
+from autolabel.qa.scenes import scene_from_tracks
 
 
 def test_greedy_follows_score_order_and_hungarian_minimises_distance():

@@ -150,11 +150,32 @@ def constant_velocity_scene(
     tracks = global_boxes_per_frame(
         time_s, np.stack([x0, lane_y], 1), np.stack([vx, vy], 1), label, sizes, first, last
     )
+    scene = scene_from_tracks(time_s, tracks, clip, ego_speed_mps, image_size, config)
+    # Colours from their own generator, so the scene's geometry does not depend on them.
+    colour_rng = np.random.default_rng([seed, 1])
+    body = SCENE_COLOURS_RGB[colour_rng.integers(0, len(SCENE_COLOURS_RGB), n_objects)]
+    scene.colours = constructed_colours(scene.regions, dict(enumerate(body)))
+    return scene
+
+
+def scene_from_tracks(
+    time_s: np.ndarray,
+    tracks: list[Boxes3D],
+    clip: str = "scene-t-0001",
+    ego_speed_mps: float = 6.0,
+    image_size: tuple[int, int] = (400, 225),
+    config: QAConfig | None = None,
+) -> QAScene:
+    """A QA scene (attributes, projected-box grounding, metadata) from per-frame global tracks.
+
+    The ego drives along +x at ``ego_speed_mps`` from the origin; the same clip name and times give
+    the same image paths and tokens. No colours (see ``constructed_colours``).
+    """
+    n_frames = len(time_s)
     poses = [SE3(np.eye(3), np.array([ego_speed_mps * t, 0.0, 0.0])) for t in time_s]
     attrs = compute_attributes(time_s, poses, tracks)
     rig = load_rig("nuscenes").scaled(*image_size)
-    cfg = config or QAConfig()
-    windows = select_keyframes(time_s, cfg)
+    windows = select_keyframes(time_s, config or QAConfig())
     frames = [
         [int(f) for f in list(ctx) + list(fut) if f >= 0]
         for ctx, fut in zip(windows.context, windows.future, strict=True)
@@ -172,11 +193,7 @@ def constant_velocity_scene(
         },
         ego_pose=np.stack([p.as_matrix() for p in poses]),
     )
-    # Colours from their own generator, so the scene's geometry does not depend on them.
-    colour_rng = np.random.default_rng([seed, 1])
-    body = SCENE_COLOURS_RGB[colour_rng.integers(0, len(SCENE_COLOURS_RGB), n_objects)]
-    colours = constructed_colours(regions, dict(enumerate(body)))
-    return QAScene(attrs=attrs, regions=regions, meta=meta, rig=rig, colours=colours)
+    return QAScene(attrs=attrs, regions=regions, meta=meta, rig=rig)
 
 
 #: Relative class frequencies of constructed scenes (cars dominate, as on real roads).
