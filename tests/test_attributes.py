@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from autolabel.classes import CLASS_INDEX
 from calib.projection import project_points
 from calib.rotation import rotation_from_yaw
 from calib.se3 import SE3
+from tests.realdata import NUSCENES_MMDET3D, realdata_dir, requires_realdata
 
 EGO_YAW = math.radians(30.0)
 EGO_XY = np.array([100.0, 50.0])
@@ -425,10 +425,10 @@ class TestRecord:
             AttributeConfig(velocity_from="magic")
 
 
-REALDATA = Path("/work/shared/realdata/nuscenes-mmdet3d-tests")
+REALDATA = realdata_dir(NUSCENES_MMDET3D)
 
 
-@pytest.mark.skipif(not REALDATA.is_dir(), reason="real nuScenes excerpt not present")
+@requires_realdata(NUSCENES_MMDET3D)
 def test_real_nuscenes_boxes_through_the_attribute_pipeline():
     """Real annotations (coco ``bbox_cam3d``, 6 cameras, each with its own ego pose) taken to the
     global frame, run through ``compute_attributes``; the ego-frame centres, carried back into

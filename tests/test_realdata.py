@@ -15,12 +15,9 @@ The data lives outside the repository (``shared/realdata`` beside the checkout, 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import cv2
 import numpy as np
-import pytest
 from shapely.geometry import MultiPoint
 from shapely.geometry import box as shapely_box
 
@@ -34,20 +31,10 @@ from autolabel.mmdet3d_info import (
 from calib.projection import box_2d_from_corners, clip_boxes_2d, project_points
 from calib.rotation import wrap_angle
 from calib.se3 import SE3
+from tests.realdata import NUSCENES_MMDET3D, realdata_dir, requires_realdata
 
-
-def _realdata_dir() -> Path | None:
-    candidates = [os.environ.get("AUTOLABEL_REALDATA", "")]
-    candidates += [Path(__file__).parents[2] / "shared" / "realdata"]
-    candidates += [Path(__file__).parents[1] / "shared" / "realdata"]
-    for c in candidates:
-        if c and (Path(c) / "nuscenes-mmdet3d-tests").is_dir():
-            return Path(c) / "nuscenes-mmdet3d-tests"
-    return None
-
-
-DATA = _realdata_dir()
-pytestmark = pytest.mark.skipif(DATA is None, reason="real nuScenes excerpts not present")
+DATA = realdata_dir(NUSCENES_MMDET3D)
+pytestmark = requires_realdata(NUSCENES_MMDET3D)
 TOLERANCE_PX = 2.0
 
 

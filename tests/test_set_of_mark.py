@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -22,6 +21,7 @@ from autolabel.set_of_mark import (
     text_colours_bgr,
     write_marked_images,
 )
+from tests.realdata import NUSCENES_MMDET3D, realdata_dir, requires_realdata
 
 W, H = 480, 320
 
@@ -304,10 +304,10 @@ class TestStitchAndWrite:
         assert not list((tmp_path / "a").glob(".*"))
 
 
-REALDATA = Path("/work/shared/realdata/nuscenes-mmdet3d-tests")
+REALDATA = realdata_dir(NUSCENES_MMDET3D)
 
 
-@pytest.mark.skipif(not REALDATA.is_dir(), reason="real nuScenes excerpt not present")
+@requires_realdata(NUSCENES_MMDET3D)
 def test_box_marks_on_the_real_cam_back_left_image():
     """The one real image with its official 2D boxes (no masks there): box marks whose label
     colours read back to the region ids the record gives, nearest object first."""
