@@ -33,6 +33,7 @@ from autolabel.pipeline import (
     select_clips,
     write_run_summary,
 )
+from autolabel.stage_clock import timed
 
 #: The steps a clip passes through, in order (one progress bar each).
 STEPS = ("read", "detect", "track+attributes", "segment", "visibility+marks+qa")
@@ -115,6 +116,7 @@ def run_pipeline_ray(
     names = select_clips(nusc, scenes, dataroot)
     resources = connect(address, options)
     detectors, segmenters = make_actors(config, options, resources)
+    actors_ready = time.perf_counter()
     tasks = _remote_tasks(options)
     in_flight_max = options.max_clips_in_flight or max(2, 2 * int(resources.get("CPU", 1)))
     queue = deque(names)
@@ -134,16 +136,12 @@ def run_pipeline_ray(
     def admit() -> None:
         while queue and len(pending) < in_flight_max:
             name = queue.popleft()
-            t0 = time.perf_counter()
-            try:
-                clip = read_clip_records(nusc, name, config)
-            except Exception as exc:  # a bad clip is reported, the run goes on
+            clip, lap, exc = timed(lambda name=name: read_clip_records(nusc, name, config))
+            if exc is not None:  # a bad clip is reported, the run goes on
                 finished(ClipOutcome(name, "failed", error=error_record("read", exc)))
                 bars.done(*STEPS)
                 continue
-            ref = tasks["prepare"].remote(
-                clip, str(out_dir), config, force, time.perf_counter() - t0
-            )
+            ref = tasks["prepare"].remote(clip, str(out_dir), config, force, lap, time.time())
             pending[ref] = (name, "prepare", None)
 
     try:
@@ -168,20 +166,25 @@ def run_pipeline_ray(
                 else:
                     batches = frame_batches(len(value.ctx.clip.frames), options.detect_batch_frames)
                     det = [
-                        next_actor("detect", detectors).detect.remote(ref, a, b) for a, b in batches
+                        next_actor("detect", detectors).detect.remote(ref, a, b, time.time())
+                        for a, b in batches
                     ]
                     run_ref, count_ref = tasks["after_detect"].remote(
-                        ref, options.segment_batch_images, *det
+                        ref, options.segment_batch_images, time.time(), *det
                     )
                     pending[count_ref] = (name, "after_detect", run_ref)
             elif step == "after_detect":
                 n_batches = value
                 bars.done("detect", "track+attributes")
                 seg = [
-                    next_actor("segment", segmenters).segment.remote(run_ref, i)
+                    next_actor("segment", segmenters).segment.remote(run_ref, i, time.time())
                     for i in range(n_batches)
                 ]
-                pending[tasks["finish"].remote(run_ref, *seg)] = (name, "finish", None)
+                pending[tasks["finish"].remote(run_ref, time.time(), *seg)] = (
+                    name,
+                    "finish",
+                    None,
+                )
             else:
                 finished(value)
                 bars.done("segment", "visibility+marks+qa")
@@ -190,7 +193,16 @@ def run_pipeline_ray(
         bars.close()
         for actor in detectors + segmenters:
             ray.kill(actor)
-    summary = RunSummary(out_dir, [outcomes[n] for n in names], time.perf_counter() - start, "ray")
+    end = time.perf_counter()
+    summary = RunSummary(
+        out_dir,
+        [outcomes[n] for n in names],
+        end - start,
+        "ray",
+        actors={"detect": len(detectors), "segment": len(segmenters)},
+        actor_window_seconds=end - actors_ready,
+        startup_seconds=actors_ready - start,
+    )
     write_run_summary(summary)
     return summary
 
