@@ -87,6 +87,8 @@ class ClipOutcome:
     #: Seconds the clip was in flight without a stage working on it: queueing, object
     #: transfers, worker start-up (Ray; 0 in a local run).
     wait_seconds: float = 0.0
+    #: The Ray node ids each step ran on (Ray).
+    nodes: dict[str, list[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +99,7 @@ class ClipOutcome:
             "stage_compile_seconds": self.stage_compile_seconds,
             "actor_seconds": self.actor_seconds,
             "wait_seconds": round(self.wait_seconds, 4),
+            "nodes": self.nodes,
             "counts": self.counts,
             "error": self.error,
         }
@@ -236,6 +239,7 @@ class ClipRun:
         wait_seconds: seconds its Ray steps waited to start once their inputs were ready
             (queueing, transfers, worker start-up), summed over steps.
         ready_at: wall-clock time (``time.time()``) the last step handing it on finished (Ray).
+        nodes: the Ray node ids each step ran on (``prepare``, ``detect``, ...).
         stages: finished stages: name -> {"seconds", "counts"}.
         outputs: written files relative to the clip folder -> sha256.
         error: the failure record once a stage failed (later stages are not run).
@@ -249,6 +253,7 @@ class ClipRun:
     actor_seconds: dict[str, float] = field(default_factory=dict)
     wait_seconds: float = 0.0
     ready_at: float = 0.0
+    nodes: dict[str, list[str]] = field(default_factory=dict)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     error: dict[str, str] | None = None
@@ -370,6 +375,7 @@ def finish_clip(run: ClipRun) -> ClipOutcome:
         stage_compile_seconds=_rounded(run.compile_seconds),
         actor_seconds=_rounded(run.actor_seconds),
         wait_seconds=run.wait_seconds,
+        nodes=run.nodes,
         counts={
             f"{stage}.{k}": v for stage, rec in run.stages.items() for k, v in rec["counts"].items()
         },

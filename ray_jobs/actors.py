@@ -44,6 +44,14 @@ class BatchResult:
     lap: Lap
     waited_s: float
     ended_at: float
+    node_id: str
+
+
+def node_id() -> str:
+    """The Ray node id of this process."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
 
 
 def waited_seconds(started_at: float, submitted_at: float, *ready_at: float) -> float:
@@ -70,7 +78,7 @@ class DetectorWorker:
         boxes, lap, exc = timed(lambda: run_detector(detector, run.ctx.clip.frames[start:stop]))
         if exc is not None:  # recorded for the clip; the actor keeps serving others
             return BatchFailure("detect", error_record("detect", exc))
-        return BatchResult((boxes, dict(detector.meta)), lap, waited, time.time())
+        return BatchResult((boxes, dict(detector.meta)), lap, waited, time.time(), node_id())
 
 
 class SegmenterWorker:
@@ -94,7 +102,7 @@ class SegmenterWorker:
         )
         if exc is not None:  # recorded for the clip; the actor keeps serving others
             return BatchFailure("segment", error_record("segment", exc))
-        return BatchResult(masks, lap, waited, time.time())
+        return BatchResult(masks, lap, waited, time.time(), node_id())
 
 
 def actor_gpus(requested: float | None, gpu_backend: bool, cluster_gpus: float) -> float:
@@ -130,6 +138,7 @@ def make_actors(
     seg_gpus = actor_gpus(options.segment_num_gpus, config.segmenter in GPU_SEGMENTERS, gpus)
     common = {
         "num_cpus": 0,
+        "resources": dict(options.actor_resources),
         "max_restarts": options.max_restarts,
         "max_task_retries": options.max_retries,
     }

@@ -30,7 +30,7 @@ from autolabel.stages import (
     write_detections,
     write_masks,
 )
-from ray_jobs.actors import BatchFailure, BatchResult, waited_seconds
+from ray_jobs.actors import BatchFailure, BatchResult, node_id, waited_seconds
 
 
 def prepare(
@@ -46,6 +46,7 @@ def prepare(
     waited = waited_seconds(time.time(), submitted_at)
     result = prepare_clip(clip, Path(out_dir), config, force, read_lap)
     result.wait_seconds += waited
+    result.nodes["prepare"] = [node_id()]
     if isinstance(result, ClipRun):
         result.ready_at = time.time()
     return result
@@ -69,6 +70,9 @@ def _gather(run: ClipRun, stage: str, batches: tuple) -> list:
         run.add_lap(stage, batch.lap)
         run.actor_seconds[stage] = run.actor_seconds.get(stage, 0.0) + batch.lap.work_s
         run.wait_seconds += batch.waited_s
+        run.nodes.setdefault(stage, [])
+        if batch.node_id not in run.nodes[stage]:
+            run.nodes[stage].append(batch.node_id)
         values.append(batch.value)
     return values
 
@@ -84,6 +88,7 @@ def after_detect(
     """Detections -> track -> attributes -> views; returns the run and its number of segmenter
     batches (0 when the clip failed)."""
     run.wait_seconds += waited_seconds(time.time(), submitted_at, _inputs_ready_at(run, detections))
+    run.nodes["after_detect"] = [node_id()]
     values = _gather(run, "detect", detections)
     if run.error is None:
         boxes = [b for value in values for b in value[0]]
@@ -107,6 +112,7 @@ def after_detect(
 def finish(run: ClipRun, submitted_at: float, *masks) -> ClipOutcome:
     """Masks -> visibility -> marks -> qa -> manifest; the clip's outcome."""
     run.wait_seconds += waited_seconds(time.time(), submitted_at, _inputs_ready_at(run, masks))
+    run.nodes["finish"] = [node_id()]
     values = _gather(run, "segment", masks)
     if run.error is None:
         images = [m for value in values for m in value]

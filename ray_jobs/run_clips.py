@@ -72,6 +72,7 @@ def _remote_tasks(options: RayOptions) -> dict[str, Any]:
 
     common = {
         "num_cpus": options.task_num_cpus,
+        "resources": dict(options.task_resources),
         "max_retries": options.max_retries,
         "retry_exceptions": False,
     }
@@ -106,7 +107,7 @@ def run_pipeline_ray(
     from autolabel.nuscenes_reader import open_dataset
     from ray_jobs.actors import make_actors
     from ray_jobs.clip_tasks import frame_batches
-    from ray_jobs.cluster import connect
+    from ray_jobs.cluster import check_cluster_paths, connect
 
     start = time.perf_counter()
     config = config or PipelineConfig()
@@ -115,6 +116,8 @@ def run_pipeline_ray(
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
     resources = connect(address, options)
+    if options.check_paths:
+        check_cluster_paths(Path(dataroot).resolve(), out_dir)
     detectors, segmenters = make_actors(config, options, resources)
     actors_ready = time.perf_counter()
     tasks = _remote_tasks(options)
