@@ -307,6 +307,7 @@ def run(
     from autolabel.nuscenes_reader import DatasetError
     from autolabel.segmentation import SegmenterUnavailable
     from detectors import DetectorUnavailableError
+    from ray_jobs.cluster import ClusterError
 
     scene_list = [s for s in scenes.split(",") if s] or None
     try:
@@ -320,8 +321,10 @@ def run(
             from autolabel.pipeline import run_pipeline
 
             summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
-    except (DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable) as e:
-        # Nothing can run: the dataset, the scene list or a backend is unusable.
+    except (
+        DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable, ClusterError
+    ) as e:  # fmt: skip
+        # Nothing can run: the dataset, the scene list, a backend or the cluster is unusable.
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     print(format_run_report(summary))

@@ -34,33 +34,37 @@ def _compile_listener():
 
                 def __init__(self) -> None:
                     self.depth = 0
-                    self.started = 0.0
+                    self.started = (0.0, 0.0)
                     self.total = 0.0
+                    self.total_cpu = 0.0
 
                 def on_start(self, ev) -> None:
                     if self.depth == 0:
-                        self.started = time.perf_counter()
+                        self.started = (time.perf_counter(), time.process_time())
                     self.depth += 1
 
                 def on_end(self, ev) -> None:
                     self.depth -= 1
                     if self.depth == 0:
-                        self.total += time.perf_counter() - self.started
+                        self.total += time.perf_counter() - self.started[0]
+                        self.total_cpu += time.process_time() - self.started[1]
 
             _listener = CompileSeconds()
             event.register("numba:compile", _listener)
     return _listener
 
 
-def compile_seconds() -> float:
-    """Seconds this process has spent compiling numba kernels since the clock was first read."""
-    return _compile_listener().total
+def compile_seconds() -> tuple[float, float]:
+    """Wall and CPU seconds this process has spent compiling numba kernels since the clock was
+    first read."""
+    listener = _compile_listener()
+    return listener.total, listener.total_cpu
 
 
 @dataclass
 class Lap:
     """One timed call: ``work_s`` (wall seconds less compilation), ``cpu_s`` (this process's CPU
-    seconds, all threads), ``compile_s`` (numba compilation during the call)."""
+    seconds, all threads, less compilation), ``compile_s`` (numba compilation, wall seconds)."""
 
     work_s: float = 0.0
     cpu_s: float = 0.0
@@ -75,7 +79,7 @@ class Lap:
 
 def timed(fn: Callable[[], T]) -> tuple[T | None, Lap, BaseException | None]:
     """Call ``fn()``; its result (None when it raised), its :class:`Lap`, and the exception."""
-    compiled0 = compile_seconds()
+    compiled0, compiled_cpu0 = compile_seconds()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result: Any = None
     error: BaseException | None = None
@@ -83,7 +87,8 @@ def timed(fn: Callable[[], T]) -> tuple[T | None, Lap, BaseException | None]:
         result = fn()
     except Exception as exc:  # the caller records it against the clip
         error = exc
-    compiled = compile_seconds() - compiled0
-    wall = time.perf_counter() - wall0
-    lap = Lap(max(0.0, wall - compiled), time.process_time() - cpu0, compiled)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    compiled, compiled_cpu = compile_seconds()
+    compiled, compiled_cpu = compiled - compiled0, compiled_cpu - compiled_cpu0
+    lap = Lap(max(0.0, wall - compiled), max(0.0, cpu - compiled_cpu), compiled)
     return result, lap, error

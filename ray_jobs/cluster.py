@@ -17,6 +17,18 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOCAL = "local"
 
 
+#: What to do when a cluster refuses or drops the connection (Ray >= 2.60 token authentication).
+AUTH_HELP = (
+    "if the cluster uses token authentication (Ray >= 2.60 enables it when the head has a "
+    "token, ~/.ray/auth_token), set RAY_AUTH_MODE=token here and give the head's token "
+    "(`ray get-auth-token` on the head) in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+)
+
+
+class ClusterError(RuntimeError):
+    """The run cannot use the Ray cluster: no connection, or a path a node cannot use."""
+
+
 def local_runtime_env() -> dict[str, Any]:
     """Runtime env of a local cluster's workers: this checkout's packages first on the path, so
     workers import the same code as the driver (not another installed copy)."""
@@ -52,11 +64,17 @@ def connect(address: str | None = None, options: RayOptions | None = None) -> di
                 log_to_driver=False,
             )
         else:
-            ray.init(address=address, log_to_driver=False)
+            try:
+                ray.init(address=address, log_to_driver=False)
+            except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
+                where = address or os.environ.get("RAY_ADDRESS", "")
+                raise ClusterError(
+                    f"cannot connect to Ray at {where}: {exc}; {AUTH_HELP}"
+                ) from None
     return dict(ray.cluster_resources())
 
 
-class ClusterPathError(RuntimeError):
+class ClusterPathError(ClusterError):
     """A node of the cluster cannot read the dataroot or write ``OUT`` where the driver does."""
 
 

@@ -19,6 +19,7 @@ are skipped), ends in the same outputs as an undisturbed run.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ray_jobs.run_clips DATAROOT --version V --out OUT ...``; exit 1 on failed clips."""
     from autolabel.config import load_run_config
     from autolabel.run_report import format_run_report
+    from ray_jobs.cluster import ClusterError
 
     parser = argparse.ArgumentParser(description="autolabel pipeline on a Ray cluster")
     parser.add_argument("dataroot")
@@ -228,17 +230,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     config, options = load_run_config(args.config, detector=args.detector, segmenter=args.segmenter)
-    summary = run_pipeline_ray(
-        args.dataroot,
-        args.version,
-        args.out,
-        [s for s in args.scenes.split(",") if s] or None,
-        config,
-        options,
-        args.address,
-        args.force,
-        not args.no_progress,
-    )
+    try:
+        summary = run_pipeline_ray(
+            args.dataroot,
+            args.version,
+            args.out,
+            [s for s in args.scenes.split(",") if s] or None,
+            config,
+            options,
+            args.address,
+            args.force,
+            not args.no_progress,
+        )
+    except ClusterError as exc:  # nothing can run on this cluster: say why, before any clip
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(format_run_report(summary))
     return 1 if summary.failed else 0
 
