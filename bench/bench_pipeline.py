@@ -63,10 +63,10 @@ def _stage_order(stage: str) -> int:
 
 def _clip_worker(args) -> None:
     """Run one clip with the code of ``--code``; print its per-stage CPU seconds and peak RSS."""
+    from numba.core import event
+
     from autolabel import pipeline
     from autolabel.config import load_pipeline_config
-
-    from numba.core import event
 
     cpu: dict[str, float] = {}
     compiling = {"depth": 0, "start": 0.0, "cpu": 0.0}
