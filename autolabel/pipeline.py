@@ -34,6 +34,8 @@ from typing import Any
 from autolabel.atomic_io import atomic_write_json, canonical_json
 from autolabel.clip import Clip
 from autolabel.config import PipelineConfig, config_to_dict
+from autolabel.image_files import image_file_problem
+from autolabel.run_folder import ClipNameError, clip_folder, run_folder_lock
 from autolabel.stages import (  # noqa: F401  (detect_stage, track_stage: part of this API)
     STAGE_NAMES,
     STAGES,
@@ -107,7 +109,8 @@ def clip_input_files(clip: Clip) -> list[Path]:
 
 
 def check_input_files(clip: Clip) -> None:
-    """Every sensor file exists and is non-empty; every LiDAR file holds whole points.
+    """Every sensor file exists and is non-empty; every LiDAR file holds whole points; every
+    JPEG/PNG image has its format's signature and end marker (``image_files``).
 
     Raises:
         InputFileError: naming the first bad file.
@@ -126,6 +129,10 @@ def check_input_files(clip: Clip) -> None:
                 f"{size} bytes is not a whole number of {LIDAR_POINT_BYTES}-byte LiDAR points "
                 "(truncated?)",
             )
+        if path not in lidar:
+            problem = image_file_problem(path)
+            if problem:
+                raise InputFileError(path, problem)
 
 
 def inputs_digest(clip: Clip) -> dict[str, Any]:
@@ -291,7 +298,10 @@ def prepare_clip(
     """The rest of the ``read`` stage: check and hash the clip's sensor files; then either the
     ``skipped`` outcome (outputs complete) or a ``ClipRun`` ready for the stages (its folder's
     manifest removed first, so that an interrupted run leaves it incomplete)."""
-    clip_dir = Path(out_dir) / clip.name
+    try:
+        clip_dir = clip_folder(out_dir, clip.name)
+    except ClipNameError as exc:  # nothing may be written (or removed) for this clip
+        return ClipOutcome(clip.name, "failed", error=error_record("read", exc))
     run = ClipRun(StageContext(clip, config, clip_dir, models=models), inputs={})
     run.seconds["read"] = read_seconds
     inputs = run.execute("read", lambda: (check_input_files(clip), inputs_digest(clip))[1])
@@ -427,7 +437,7 @@ def select_clips(nusc, scenes: list[str] | None, dataroot: str | Path = "") -> l
     """
     from autolabel.nuscenes_reader import list_clips
 
-    names = list_clips(nusc)
+    names = list(dict.fromkeys(list_clips(nusc)))  # a duplicated name fails once, in read_clip
     if scenes:
         missing = sorted(set(scenes) - set(names))
         if missing:
@@ -448,17 +458,26 @@ def run_pipeline(
     """Run every stage on every clip (or ``scenes``) of a dataset, one clip after another, in this
     process; write ``run_summary.json``. Clips whose outputs are complete for this config and
     inputs are skipped unless ``force``.
-    """
-    from tqdm import tqdm
 
+    Raises:
+        RunFolderError: ``out_dir`` is not a writable folder, or another run is writing into it
+            (checked before anything else).
+    """
     from autolabel.nuscenes_reader import open_dataset
 
     start = time.perf_counter()
     config = config or PipelineConfig()
     out_dir = Path(out_dir).resolve()
-    nusc = open_dataset(dataroot, version)
-    names = select_clips(nusc, scenes, dataroot)
-    models = load_models(config)
+    with run_folder_lock(out_dir):
+        nusc = open_dataset(dataroot, version)
+        names = select_clips(nusc, scenes, dataroot)
+        models = load_models(config)
+        return _run_clips_locally(nusc, names, out_dir, config, force, models, progress, start)
+
+
+def _run_clips_locally(nusc, names, out_dir, config, force, models, progress, start) -> RunSummary:
+    from tqdm import tqdm
+
     outcomes = []
     with tqdm(names, desc="clips", unit="clip", disable=not progress) as bar:
         for name in bar:

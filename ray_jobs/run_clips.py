@@ -33,6 +33,7 @@ from autolabel.pipeline import (
     select_clips,
     write_run_summary,
 )
+from autolabel.run_folder import run_folder_lock
 
 #: The steps a clip passes through, in order (one progress bar each).
 STEPS = ("read", "detect", "track+attributes", "segment", "visibility+marks+qa")
@@ -99,7 +100,23 @@ def run_pipeline_ray(
     Args:
         address: see ``ray_jobs.cluster.connect`` (None: a local cluster, or the job's cluster).
         options: actors, batches, retries (``RayOptions``; defaults when None).
+
+    Raises:
+        RunFolderError: ``out_dir`` is not a writable folder, or another run is writing into it.
     """
+    start = time.perf_counter()
+    config = config or PipelineConfig()
+    options = options or RayOptions()
+    out_dir = Path(out_dir).resolve()
+    with run_folder_lock(out_dir):
+        return _run_on_cluster(
+            dataroot, version, out_dir, scenes, config, options, address, force, progress, start
+        )
+
+
+def _run_on_cluster(
+    dataroot, version, out_dir, scenes, config, options, address, force, progress, start
+) -> RunSummary:
     import ray
 
     from autolabel.nuscenes_reader import open_dataset
@@ -107,10 +124,6 @@ def run_pipeline_ray(
     from ray_jobs.clip_tasks import frame_batches
     from ray_jobs.cluster import connect
 
-    start = time.perf_counter()
-    config = config or PipelineConfig()
-    options = options or RayOptions()
-    out_dir = Path(out_dir).resolve()
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
     resources = connect(address, options)
