@@ -390,7 +390,9 @@ def release(
     out: Path = typer.Option(..., "--out", help="Release folder to write."),
     dataroot: str = typer.Option(None, help="Dataset root (default: each clip's manifest)."),
     version: str = typer.Option(None, help="Dataset version (default: each clip's manifest)."),
-    salt: str = typer.Option(None, help="Secret salt of the re-keyed ids (default: from the run)."),
+    salt: str = typer.Option(
+        None, help="Secret salt of the re-keyed ids (default: a random secret kept in RUN)."
+    ),
     frames: str = typer.Option(None, help="Images per camera: context (default) or keyframe."),
     image_format: str = typer.Option(None, help="jpg (default) or png."),
     webdataset: bool = typer.Option(False, help="Also write WebDataset tar shards."),
@@ -431,6 +433,12 @@ def release(
         raise typer.Exit(1) from None
     for key in ("out_dir", "images", "blurred_area_fraction", "seconds"):
         print(f"{key}: {summary[key]}")
+    if cfg.salt is None:
+        from autolabel.release.salt import salt_file
+
+        print(
+            f"salt: a random secret, kept in {salt_file(run)} (keep it private; pass --salt to choose your own)"
+        )
     for split, n in summary["splits"].items():
         print(f"split {split}: {n} records, {summary['clips'][split]} clips")
 

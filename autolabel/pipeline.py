@@ -153,6 +153,31 @@ def inputs_digest(clip: Clip) -> dict[str, Any]:
     }
 
 
+#: Backend options whose value names a file the outputs depend on (a result file, weights).
+_FILE_OPTION_SUFFIXES = ("path", "file", "checkpoint", "weights", "config_file")
+_OPTION_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def option_files_digest(config: PipelineConfig) -> dict[str, Any]:
+    """sha256 of every existing file a backend option names (``detector_options.path`` of the
+    ``results`` detector, checkpoints), so that replacing one recomputes the clips; ``{}`` when
+    no option names a file. Hashes are cached per (file, size, mtime) within the process."""
+    files = {}
+    for section in ("detector_options", "tracker_options", "segmenter_options"):
+        for key, value in sorted(getattr(config, section).items()):
+            if not (isinstance(value, str) and key.lower().endswith(_FILE_OPTION_SUFFIXES)):
+                continue
+            path = Path(value)
+            if not path.is_file():
+                continue
+            st = path.stat()
+            cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+            if cache_key not in _OPTION_FILE_HASHES:
+                _OPTION_FILE_HASHES[cache_key] = file_sha256(path)
+            files[f"{section}.{key}"] = _OPTION_FILE_HASHES[cache_key]
+    return {"option_files": files} if files else {}
+
+
 def package_versions() -> dict[str, str]:
     out = {}
     for name in _VERSIONED_PACKAGES:
@@ -304,7 +329,13 @@ def prepare_clip(
         return ClipOutcome(clip.name, "failed", error=error_record("read", exc))
     run = ClipRun(StageContext(clip, config, clip_dir, models=models), inputs={})
     run.seconds["read"] = read_seconds
-    inputs = run.execute("read", lambda: (check_input_files(clip), inputs_digest(clip))[1])
+    inputs = run.execute(
+        "read",
+        lambda: (
+            check_input_files(clip),
+            {**inputs_digest(clip), **option_files_digest(config)},
+        )[1],
+    )
     if run.error is not None:
         return finish_clip(run)
     run.inputs = inputs
