@@ -5,6 +5,7 @@ and writes nothing outside the run folder."""
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from hostile_corpus import (
 )
 from pipeline_data import VERSION, fast_config
 
+from autolabel.atomic_io import current_umask
 from autolabel.config import ConfigError, load_run_config
 from autolabel.nuscenes_reader import open_dataset, read_clip
 from autolabel.pipeline import run_pipeline
@@ -121,3 +123,11 @@ def test_out_of_range_result_boxes_stop_the_run_naming_sample_and_entry(
         run_pipeline(ds.root, VERSION, tmp_path / "run", None, config, progress=False)
     with pytest.raises(DetectorUnavailableError, match=words):
         run_pipeline(ds.root, VERSION, tmp_path / "run", None, config, progress=False)
+
+
+def test_run_files_follow_the_umask(corpus):
+    """Issue 20.20: written with the umask's mode (the clean run ran under this process's)."""
+    _, clean = corpus
+    mask = current_umask()
+    modes = {stat.S_IMODE(p.stat().st_mode) for p in clean.rglob("*") if p.is_file()}
+    assert modes == {0o666 & ~mask}

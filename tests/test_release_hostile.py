@@ -12,6 +12,7 @@ import pytest
 from release_run import build_run, make_synth_dataset
 
 from autolabel.anonymize import AnonymizeConfig
+from autolabel.atomic_io import current_umask
 from autolabel.release import ReleaseConfig, build_release, scan_release
 from autolabel.release.records import rekey
 from autolabel.release.salt import SALT_FILE
@@ -38,6 +39,13 @@ def test_default_salt_is_a_kept_secret_not_a_hash_of_the_data(tmp_path):
     assert len(secret) == 64
     assert stat.S_IMODE(salt_path.stat().st_mode) == 0o600
     assert clip_ids == {rekey(secret, "clip", clip)}
+    # Release files and folders follow the umask (issue 20.20), as the secret's file does not.
+    mask = current_umask()
+    rel = tmp_path / "rel"
+    assert stat.S_IMODE(rel.stat().st_mode) == 0o777 & ~mask
+    assert {stat.S_IMODE(p.stat().st_mode) for p in rel.rglob("*") if p.is_file()} == {
+        0o666 & ~mask
+    }
     # A second release of the same run keeps the ids (same secret).
     build_release(run, tmp_path / "rel2", config)
     assert salt_path.read_text().strip() == secret

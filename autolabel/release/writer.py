@@ -39,7 +39,12 @@ import cv2
 import numpy as np
 
 from autolabel.anonymize import AnonymizeConfig, anonymize_image, fill_track_gaps
-from autolabel.atomic_io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from autolabel.atomic_io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    umask_mode,
+)
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Clip
 from autolabel.release.card import FEATURES, card_header, render_card
@@ -614,6 +619,7 @@ def build_release(
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(umask_mode(0o777))  # mkdtemp makes it 0700; the release follows the umask
     try:
         rows_by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
         image_stats = _ImageStats()
