@@ -117,16 +117,22 @@ def run_pipeline_ray(
 def _run_on_cluster(
     dataroot, version, out_dir, scenes, config, options, address, force, progress, start
 ) -> RunSummary:
-    import ray
 
     from autolabel.nuscenes_reader import open_dataset
-    from ray_jobs.actors import make_actors
-    from ray_jobs.clip_tasks import frame_batches
-    from ray_jobs.cluster import connect
+    from ray_jobs.cluster import ray_session
 
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
-    resources = connect(address, options)
+    with ray_session(address, options) as resources:
+        return _run_clips(nusc, names, out_dir, config, options, resources, force, progress, start)
+
+
+def _run_clips(nusc, names, out_dir, config, options, resources, force, progress, start):
+    import ray
+
+    from ray_jobs.actors import make_actors
+    from ray_jobs.clip_tasks import frame_batches
+
     detectors, segmenters = make_actors(config, options, resources)
     tasks = _remote_tasks(options)
     in_flight_max = options.max_clips_in_flight or max(2, 2 * int(resources.get("CPU", 1)))
