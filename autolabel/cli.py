@@ -305,6 +305,7 @@ def run(
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from None
     from autolabel.nuscenes_reader import DatasetError
+    from autolabel.run_folder import RunFolderError
     from autolabel.segmentation import SegmenterUnavailable
     from detectors import DetectorUnavailableError
 
@@ -320,8 +321,14 @@ def run(
             from autolabel.pipeline import run_pipeline
 
             summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
-    except (DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable) as e:
-        # Nothing can run: the dataset, the scene list or a backend is unusable.
+    except (
+        DatasetError,
+        KeyError,
+        DetectorUnavailableError,
+        SegmenterUnavailable,
+        RunFolderError,
+    ) as e:
+        # Nothing can run: the dataset, the scene list, a backend or OUT is unusable.
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     print(format_run_report(summary))

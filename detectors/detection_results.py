@@ -204,8 +204,8 @@ def _diagnose_record(path: Path, token: str, index: int, rec: Any) -> str | None
             return f"{where}: '{key}' must be finite, got {value!r}"
     if any(v < 0 or v > MAX_BOX_SIZE_M for v in rec["size"]):
         return (
-            f"{where}: 'size' must be [w, l, h] in metres, each in [0, {MAX_BOX_SIZE_M:g}], "
-            f"got {rec['size']!r}"
+            f"{where}: 'size' must be non-negative [w, l, h] in metres, each at most "
+            f"{MAX_BOX_SIZE_M:g}, got {rec['size']!r}"
         )
     if not any(rec["rotation"]):
         return f"{where}: 'rotation' is a zero quaternion"

@@ -5,6 +5,7 @@ and writes nothing outside the run folder."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from autolabel.atomic_io import current_umask
 from autolabel.config import ConfigError, load_run_config
 from autolabel.nuscenes_reader import open_dataset, read_clip
 from autolabel.pipeline import run_pipeline
+from autolabel.run_folder import RunFolderError
 from detectors import DetectorUnavailableError
 from detectors.detection_results import submission_meta, write_detection_submission
 
@@ -106,7 +108,7 @@ def test_a_replaced_result_file_recomputes_the_clips(corpus, tmp_path):
 @pytest.mark.parametrize(
     ("size", "words"),
     [([float("nan"), 1.0, 1.0], "must be finite"), ([-1.0, 4.0, 1.5], "'size' must be"),
-     ([2.0, 1e6, 1.5], "each in \\[0, 50\\]")],
+     ([2.0, 1e6, 1.5], "each at most 50")],
 )  # fmt: skip
 def test_out_of_range_result_boxes_stop_the_run_naming_sample_and_entry(
     corpus, tmp_path, size, words
@@ -131,3 +133,33 @@ def test_run_files_follow_the_umask(corpus):
     mask = current_umask()
     modes = {stat.S_IMODE(p.stat().st_mode) for p in clean.rglob("*") if p.is_file()}
     assert modes == {0o666 & ~mask}
+
+
+def test_an_unusable_out_is_one_line_before_any_clip(corpus, tmp_path):
+    """Issue 20.17 through the CLI: exit 2 and one line, not a traceback after every clip."""
+    from typer.testing import CliRunner
+
+    from autolabel.cli import app
+
+    ds, _ = corpus
+    out = tmp_path / "out"
+    out.write_text("a file\n")
+    args = ["run", str(ds.root), "--version", VERSION, "--out", str(out), "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert f"{out}: the run folder is a file" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_out_is_refused_before_any_clip(corpus, tmp_path):
+    ds, _ = corpus
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        with pytest.raises(RunFolderError, match=rf"{out}: the run folder cannot be written"):
+            run_pipeline(ds.root, VERSION, out, None, fast_config(), progress=False)
+    finally:
+        out.chmod(0o700)
+    assert list(out.iterdir()) == []
