@@ -21,6 +21,7 @@ import numpy as np
 from autolabel.atomic_io import atomic_write_bytes
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
+from calib import stable_math
 from calib.bearing import bearing_deg, clock_from_bearing
 from calib.rotation import wrap_angle
 from calib.se3 import SE3
@@ -469,7 +470,7 @@ def compute_attributes(
     center_ego = np.einsum("nji,nj->ni", rot_row, boxes.center_m - trans_row)
     heading_global = np.stack([np.cos(boxes.yaw_rad), np.sin(boxes.yaw_rad), np.zeros(n)], axis=1)
     heading_ego = np.einsum("nji,nj->ni", rot_row, heading_global)
-    yaw_ego = wrap_angle(np.arctan2(heading_ego[:, 1], heading_ego[:, 0]))
+    yaw_ego = wrap_angle(stable_math.arctan2(heading_ego[:, 1], heading_ego[:, 0]))
 
     # Velocity over ground in the global frame: the tracker's, else the track's displacement.
     centers_pivot = np.full((n_frames, n_tracks, 3), np.nan)
@@ -487,7 +488,7 @@ def compute_attributes(
     # Ego pose in the clip frame (the first frame's ego frame): p_clip = R0^T (t_f - t0).
     ego_xy_clip = np.einsum("ji,fj->fi", rot[0], trans - trans[0])[:, :2]
     rot_clip = np.einsum("ji,fjk->fik", rot[0], rot)
-    ego_yaw_clip = np.arctan2(rot_clip[:, 1, 0], rot_clip[:, 0, 0])
+    ego_yaw_clip = stable_math.arctan2(rot_clip[:, 1, 0], rot_clip[:, 0, 0])
     ego_speed_frame = np.hypot(ego_vel[:, 0], ego_vel[:, 1])
 
     # Sidedness against the ego box, MetaVQA's all-vertices rule with V = ego forward (+x).

@@ -305,6 +305,7 @@ def run(
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from None
     from autolabel.nuscenes_reader import DatasetError
+    from autolabel.run_folder import RunFolderError
     from autolabel.segmentation import SegmenterUnavailable
     from detectors import DetectorUnavailableError
     from ray_jobs.cluster import ClusterError
@@ -322,9 +323,14 @@ def run(
 
             summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
     except (
-        DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable, ClusterError
-    ) as e:  # fmt: skip
-        # Nothing can run: the dataset, the scene list, a backend or the cluster is unusable.
+        DatasetError,
+        KeyError,
+        DetectorUnavailableError,
+        SegmenterUnavailable,
+        RunFolderError,
+        ClusterError,
+    ) as e:
+        # Nothing can run: the dataset, the scene list, a backend, OUT or the cluster is unusable.
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     print(format_run_report(summary))
@@ -393,7 +399,9 @@ def release(
     out: Path = typer.Option(..., "--out", help="Release folder to write."),
     dataroot: str = typer.Option(None, help="Dataset root (default: each clip's manifest)."),
     version: str = typer.Option(None, help="Dataset version (default: each clip's manifest)."),
-    salt: str = typer.Option(None, help="Secret salt of the re-keyed ids (default: from the run)."),
+    salt: str = typer.Option(
+        None, help="Secret salt of the re-keyed ids (default: a random secret kept in RUN)."
+    ),
     frames: str = typer.Option(None, help="Images per camera: context (default) or keyframe."),
     image_format: str = typer.Option(None, help="jpg (default) or png."),
     webdataset: bool = typer.Option(False, help="Also write WebDataset tar shards."),
@@ -434,6 +442,12 @@ def release(
         raise typer.Exit(1) from None
     for key in ("out_dir", "images", "blurred_area_fraction", "seconds"):
         print(f"{key}: {summary[key]}")
+    if cfg.salt is None:
+        from autolabel.release.salt import salt_file
+
+        print(
+            f"salt: a random secret, kept in {salt_file(run)} (keep it private; pass --salt to choose your own)"
+        )
     for split, n in summary["splits"].items():
         print(f"split {split}: {n} records, {summary['clips'][split]} clips")
 

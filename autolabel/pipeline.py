@@ -34,6 +34,8 @@ from typing import Any
 from autolabel.atomic_io import atomic_write_json, canonical_json
 from autolabel.clip import Clip
 from autolabel.config import PipelineConfig, config_to_dict
+from autolabel.image_files import image_file_problem
+from autolabel.run_folder import ClipNameError, clip_folder, run_folder_lock
 from autolabel.stage_clock import Lap, timed
 from autolabel.stages import (  # noqa: F401  (detect_stage, track_stage: part of this API)
     STAGE_NAMES,
@@ -129,7 +131,8 @@ def clip_input_files(clip: Clip) -> list[Path]:
 
 
 def check_input_files(clip: Clip) -> None:
-    """Every sensor file exists and is non-empty; every LiDAR file holds whole points.
+    """Every sensor file exists and is non-empty; every LiDAR file holds whole points; every
+    JPEG/PNG image has its format's signature and end marker (``image_files``).
 
     Raises:
         InputFileError: naming the first bad file.
@@ -148,6 +151,10 @@ def check_input_files(clip: Clip) -> None:
                 f"{size} bytes is not a whole number of {LIDAR_POINT_BYTES}-byte LiDAR points "
                 "(truncated?)",
             )
+        if path not in lidar:
+            problem = image_file_problem(path)
+            if problem:
+                raise InputFileError(path, problem)
 
 
 def inputs_digest(clip: Clip) -> dict[str, Any]:
@@ -166,6 +173,31 @@ def inputs_digest(clip: Clip) -> dict[str, Any]:
         "files": len(files),
         "sha256": h.hexdigest(),
     }
+
+
+#: Backend options whose value names a file the outputs depend on (a result file, weights).
+_FILE_OPTION_SUFFIXES = ("path", "file", "checkpoint", "weights", "config_file")
+_OPTION_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def option_files_digest(config: PipelineConfig) -> dict[str, Any]:
+    """sha256 of every existing file a backend option names (``detector_options.path`` of the
+    ``results`` detector, checkpoints), so that replacing one recomputes the clips; ``{}`` when
+    no option names a file. Hashes are cached per (file, size, mtime) within the process."""
+    files = {}
+    for section in ("detector_options", "tracker_options", "segmenter_options"):
+        for key, value in sorted(getattr(config, section).items()):
+            if not (isinstance(value, str) and key.lower().endswith(_FILE_OPTION_SUFFIXES)):
+                continue
+            path = Path(value)
+            if not path.is_file():
+                continue
+            st = path.stat()
+            cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+            if cache_key not in _OPTION_FILE_HASHES:
+                _OPTION_FILE_HASHES[cache_key] = file_sha256(path)
+            files[f"{section}.{key}"] = _OPTION_FILE_HASHES[cache_key]
+    return {"option_files": files} if files else {}
 
 
 def package_versions() -> dict[str, str]:
@@ -332,10 +364,19 @@ def prepare_clip(
     """The rest of the ``read`` stage: check and hash the clip's sensor files; then either the
     ``skipped`` outcome (outputs complete) or a ``ClipRun`` ready for the stages (its folder's
     manifest removed first, so that an interrupted run leaves it incomplete)."""
-    clip_dir = Path(out_dir) / clip.name
+    try:
+        clip_dir = clip_folder(out_dir, clip.name)
+    except ClipNameError as exc:  # nothing may be written (or removed) for this clip
+        return ClipOutcome(clip.name, "failed", error=error_record("read", exc))
     run = ClipRun(StageContext(clip, config, clip_dir, models=models), inputs={})
     run.add_lap("read", read_lap or Lap())
-    inputs = run.execute("read", lambda: (check_input_files(clip), inputs_digest(clip))[1])
+    inputs = run.execute(
+        "read",
+        lambda: (
+            check_input_files(clip),
+            {**inputs_digest(clip), **option_files_digest(config)},
+        )[1],
+    )
     if run.error is not None:
         return finish_clip(run)
     run.inputs = inputs
@@ -500,7 +541,7 @@ def select_clips(nusc, scenes: list[str] | None, dataroot: str | Path = "") -> l
     """
     from autolabel.nuscenes_reader import list_clips
 
-    names = list_clips(nusc)
+    names = list(dict.fromkeys(list_clips(nusc)))  # a duplicated name fails once, in read_clip
     if scenes:
         missing = sorted(set(scenes) - set(names))
         if missing:
@@ -521,18 +562,31 @@ def run_pipeline(
     """Run every stage on every clip (or ``scenes``) of a dataset, one clip after another, in this
     process; write ``run_summary.json``. Clips whose outputs are complete for this config and
     inputs are skipped unless ``force``.
-    """
-    from tqdm import tqdm
 
+    Raises:
+        RunFolderError: ``out_dir`` is not a writable folder, or another run is writing into it
+            (checked before anything else).
+    """
     from autolabel.nuscenes_reader import open_dataset
 
     start = time.perf_counter()
     config = config or PipelineConfig()
     out_dir = Path(out_dir).resolve()
-    nusc = open_dataset(dataroot, version)
-    names = select_clips(nusc, scenes, dataroot)
-    models = load_models(config)
-    startup = time.perf_counter() - start
+    with run_folder_lock(out_dir):
+        nusc = open_dataset(dataroot, version)
+        names = select_clips(nusc, scenes, dataroot)
+        models = load_models(config)
+        startup = time.perf_counter() - start
+        return _run_clips_locally(
+            nusc, names, out_dir, config, force, models, progress, start, startup
+        )
+
+
+def _run_clips_locally(
+    nusc, names, out_dir, config, force, models, progress, start, startup
+) -> RunSummary:
+    from tqdm import tqdm
+
     outcomes = []
     with tqdm(names, desc="clips", unit="clip", disable=not progress) as bar:
         for name in bar:

@@ -227,13 +227,23 @@ def prepare_views(ctx: StageContext) -> CameraViews:
     return views
 
 
+class InputImageError(ValueError):
+    """A camera image exists but cannot be decoded; ``path`` names it."""
+
+    def __init__(self, path: str | Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+
+
 def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarray:
     """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
     import cv2
 
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if bgr is None:
-        raise FileNotFoundError(2, "camera image is missing or not a readable image", str(path))
+        if not Path(path).is_file():
+            raise FileNotFoundError(2, "camera image is missing", str(path))
+        raise InputImageError(path, "camera image exists but cannot be decoded as an image")
     if bgr.shape[:2] != (height_px, width_px):
         raise ValueError(
             f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "

@@ -27,6 +27,7 @@ import numpy as np
 
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Frame
+from calib import stable_math
 from calib.rotation import wrap_angle
 from detectors.base import Detector, DetectorUnavailableError
 from detectors.class_priors import CLASS_FREQUENCY, TYPICAL_SIZE_WLH_M
@@ -167,7 +168,7 @@ def noisy_boxes(
     pts = np.asarray(num_lidar_pts, dtype=np.float64)
     if noise.miss_points_scale > 0:
         low_points_miss = np.where(
-            pts >= 0, np.exp(-np.maximum(pts, 0) / noise.miss_points_scale), 0
+            pts >= 0, stable_math.exp(-np.maximum(pts, 0) / noise.miss_points_scale), 0
         )
     else:
         low_points_miss = np.zeros(n)
@@ -179,7 +180,7 @@ def noisy_boxes(
     center = gt_boxes.center_m + pos_noise * np.stack(
         [sigma_xy, sigma_xy, np.full(n, noise.height_sigma_m)], axis=1
     )
-    size = gt_boxes.size_wlh_m * np.exp(noise.size_sigma_frac * size_noise)
+    size = gt_boxes.size_wlh_m * stable_math.exp(noise.size_sigma_frac * size_noise)
     yaw = (
         gt_boxes.yaw_rad + noise.yaw_sigma_rad * yaw_noise + np.pi * (u_flip < noise.yaw_flip_prob)
     )
@@ -195,7 +196,9 @@ def noisy_boxes(
     )[kept]
 
     ground_z = np.median(gt_boxes.center_m[:, 2] - gt_boxes.size_wlh_m[:, 2] / 2) if n else 0.0
-    fp_size = TYPICAL_SIZE_WLH_M[fp_label] * np.exp(noise.size_sigma_frac * 2 * fp_size_noise)
+    fp_size = TYPICAL_SIZE_WLH_M[fp_label] * stable_math.exp(
+        noise.size_sigma_frac * 2 * fp_size_noise
+    )
     fp_center = np.stack(
         [
             ego_xy_m[0] + fp_radius * np.cos(fp_angle),

@@ -42,6 +42,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.classes import CLASS_INDEX
 from autolabel.clip import Frame, LidarSweep
 from autolabel.nuscenes_reader import load_lidar_points
+from calib import stable_math
 from calib.rotation import wrap_angle
 from detectors.base import Detector
 from detectors.class_priors import TYPICAL_SIZE_WLH_M
@@ -363,7 +364,7 @@ def size_cost(
     typical = TYPICAL_SIZE_WLH_M
 
     def term(obs, typ, over_tol, under_tol):
-        r = np.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
+        r = stable_math.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
         return np.where(r > 0, r / over_tol, r / under_tol) ** 2
 
     # A face is seen alone when one side is thin and the other clearly is not (a pole is thin
@@ -465,7 +466,7 @@ def _detect_clusters(
     cluster = np.concatenate([rows[first], rows[second]])
     label = np.concatenate([ranked[first, 0], ranked[second, 1]])
     relative = np.concatenate(
-        [np.ones(first.sum()), np.exp(-0.5 * (second_cost - best_cost)[second])]
+        [np.ones(first.sum()), stable_math.exp(-0.5 * (second_cost - best_cost)[second])]
     )
     if len(cluster) == 0:
         return Boxes3D.empty("ego"), _NO_CLUSTERS
@@ -500,8 +501,8 @@ def _detect_clusters(
 
     ground_z = ground.height_m(center_xy)
     score = (
-        (1.0 - np.exp(-n_points / config.points_scale))
-        * np.exp(-0.5 * cand_cost / 3.0)
+        (1.0 - stable_math.exp(-n_points / config.points_scale))
+        * stable_math.exp(-0.5 * cand_cost / 3.0)
         * (0.5 + 0.5 * edge_share)
         * relative
     )

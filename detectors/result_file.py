@@ -9,7 +9,12 @@ from pathlib import Path
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Frame
 from detectors.base import Detector, DetectorUnavailableError
-from detectors.detection_results import META_KEYS, load_detection_submission, submission_meta
+from detectors.detection_results import (
+    META_KEYS,
+    SubmissionFormatError,
+    load_detection_submission,
+    submission_meta,
+)
 
 
 @dataclass
@@ -48,7 +53,10 @@ class ResultFileDetector(Detector):
                 "detector_options.path (CLI: --detector-option path=FILE.json)"
             )
         self.path = Path(self.config.path)
-        self.boxes_by_sample, meta = load_detection_submission(self.path)
+        try:
+            self.boxes_by_sample, meta = load_detection_submission(self.path)
+        except SubmissionFormatError as e:  # the run cannot start: say why, naming the entry
+            raise DetectorUnavailableError(f"detector 'results': {e}") from None
         self.meta = submission_meta(**{k: bool(v) for k, v in meta.items() if k in META_KEYS})
 
     def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:

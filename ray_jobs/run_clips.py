@@ -34,6 +34,7 @@ from autolabel.pipeline import (
     select_clips,
     write_run_summary,
 )
+from autolabel.run_folder import run_folder_lock
 from autolabel.stage_clock import timed
 
 #: The steps a clip passes through, in order (one progress bar each).
@@ -102,23 +103,41 @@ def run_pipeline_ray(
     Args:
         address: see ``ray_jobs.cluster.connect`` (None: a local cluster, or the job's cluster).
         options: actors, batches, retries (``RayOptions``; defaults when None).
+
+    Raises:
+        RunFolderError: ``out_dir`` is not a writable folder, or another run is writing into it.
     """
-    import ray
-
-    from autolabel.nuscenes_reader import open_dataset
-    from ray_jobs.actors import make_actors
-    from ray_jobs.clip_tasks import frame_batches
-    from ray_jobs.cluster import check_cluster_paths, connect
-
     start = time.perf_counter()
     config = config or PipelineConfig()
     options = options or RayOptions()
     out_dir = Path(out_dir).resolve()
+    with run_folder_lock(out_dir):
+        return _run_on_cluster(
+            dataroot, version, out_dir, scenes, config, options, address, force, progress, start
+        )
+
+
+def _run_on_cluster(
+    dataroot, version, out_dir, scenes, config, options, address, force, progress, start
+) -> RunSummary:
+
+    from autolabel.nuscenes_reader import open_dataset
+    from ray_jobs.cluster import check_cluster_paths, ray_session
+
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
-    resources = connect(address, options)
-    if options.check_paths:
-        check_cluster_paths(Path(dataroot).resolve(), out_dir)
+    with ray_session(address, options) as resources:
+        if options.check_paths:
+            check_cluster_paths(Path(dataroot).resolve(), out_dir)
+        return _run_clips(nusc, names, out_dir, config, options, resources, force, progress, start)
+
+
+def _run_clips(nusc, names, out_dir, config, options, resources, force, progress, start):
+    import ray
+
+    from ray_jobs.actors import make_actors
+    from ray_jobs.clip_tasks import frame_batches
+
     detectors, segmenters = make_actors(config, options, resources)
     actors_ready = time.perf_counter()
     tasks = _remote_tasks(options)

@@ -197,3 +197,41 @@ def test_read_answers_errors_name_the_file_and_line(tmp_path):
     assert read_answers(path) == {"a": "1 m", "b": ""}
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         read_answers(tmp_path / "missing.jsonl")
+
+
+def test_hostile_answer_files_are_refused_naming_file_and_line(tmp_path):
+    """Issue 20.19: objects are not answers, foreign ids are not silence, bytes name the file."""
+    path = tmp_path / "answers.jsonl"
+    for answer, kind in (({"distance": 3}, "dict"), (["3 m"], "list"), (True, "bool")):
+        path.write_text(
+            json.dumps({"id": "a", "answer": "1 m"})
+            + "\n"
+            + json.dumps({"id": "b", "answer": answer})
+            + "\n"
+        )
+        with pytest.raises(
+            ValueError,
+            match=rf"answers.jsonl:2: 'answer' must be the answer text \(or a number\), got {kind}",
+        ):
+            read_answers(path)
+    path.write_text(json.dumps({"id": "a", "answer": 12.5}) + "\n")
+    assert read_answers(path) == {"a": "12.5"}
+    path.write_bytes(b'{"id": "a", "answer": "1 m"}\n{"id": "b", "answer": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=rf"{path}:2: not UTF-8 text \(byte 0xe9"):
+        read_answers(path)
+
+
+def test_answers_for_another_benchmark_are_refused(tmp_path):
+    from autolabel.benchmark.scoring import score_benchmark
+
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    key = {"id": "q1", "kind": "single", "answer": "3 m", "question_type": "distance"}
+    (bench / "answer_key.jsonl").write_text(json.dumps(key) + "\n")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"id": "other-7", "answer": "3 m"}) + "\n")
+    with pytest.raises(ValueError, match=rf"{answers}: none of its 1 ids is a question of {bench}"):
+        score_benchmark(bench, answers)
+    (bench / "answer_key.jsonl").write_bytes(b'{"id": "q\xff"}\n')
+    with pytest.raises(ValueError, match=r"answer_key.jsonl:1: not UTF-8"):
+        score_benchmark(bench, answers)

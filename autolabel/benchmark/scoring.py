@@ -396,36 +396,56 @@ def read_answers(path: str | Path) -> dict[str, str]:
     ``response``, ``prediction``, ``output`` and ``text`` are accepted for ``answer``.
 
     Raises:
-        ValueError: a malformed line or a repeated id (names the file and line).
+        ValueError: a malformed line, an answer that is not text (or a number), a repeated id,
+            or a file that is not UTF-8 (names the file and line).
         FileNotFoundError: no such file.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: answers file not found")
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
-            if not isinstance(row, dict) or "id" not in row:
-                raise ValueError(f"{path}:{n}: expected an object with an 'id'")
-            text = next(
-                (
-                    row[k]
-                    for k in ("answer", "response", "prediction", "output", "text")
-                    if k in row
-                ),
-                None,
+    for n, line in _utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
+        if not isinstance(row, dict) or "id" not in row:
+            raise ValueError(f"{path}:{n}: expected an object with an 'id'")
+        key, text = next(
+            (
+                (k, row[k])
+                for k in ("answer", "response", "prediction", "output", "text")
+                if k in row
+            ),
+            ("answer", None),
+        )
+        if isinstance(text, bool) or not isinstance(text, (str, int, float, type(None))):
+            # str() of an object would be scored as if the model had written it.
+            raise ValueError(
+                f"{path}:{n}: {key!r} must be the answer text (or a number), got "
+                f"{type(text).__name__} {json.dumps(text)[:60]}"
             )
-            qid = str(row["id"])
-            if qid in out:
-                raise ValueError(f"{path}:{n}: id {qid!r} answered twice")
-            out[qid] = "" if text is None else str(text)
+        qid = str(row["id"])
+        if qid in out:
+            raise ValueError(f"{path}:{n}: id {qid!r} answered twice")
+        out[qid] = "" if text is None else str(text)
     return out
+
+
+def _utf8_lines(path: Path):
+    """(line number, line) of a text file; a file that is not UTF-8 is named in the error."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "save it as UTF-8"
+        ) from None
+    return enumerate(text.splitlines(), 1)
 
 
 def _rate(mask: np.ndarray) -> float | None:
@@ -601,14 +621,13 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
+    for n, line in _utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
     return rows
 
 
@@ -627,6 +646,13 @@ def score_benchmark(
 
     entries = read_jsonl(Path(bench_dir) / ANSWER_KEY_FILE)
     answers = read_answers(answers_path)
+    known = {str(e["id"]) for e in entries}
+    unknown = sorted(set(answers) - known)
+    if answers and len(unknown) == len(answers):
+        raise ValueError(
+            f"{answers_path}: none of its {len(answers)} ids is a question of {bench_dir} "
+            f"(first: {unknown[0]!r}); answers for another benchmark or export?"
+        )
     result = score_entries(entries, answers)
     result["answers_file"] = str(answers_path)
     out = (
@@ -670,6 +696,11 @@ def format_scores(result: Mapping[str, Any]) -> list[str]:
         f"questions: {result['questions']}",
         f"answered: {result['answered']}",
         f"parsed: {result['parsed']}",
+        *(
+            [f"warning: {result['unknown_ids']} answer ids are not questions (ignored)"]
+            if result.get("unknown_ids")
+            else []
+        ),
         f"groups: {st['groups']}",
     ]
     lines += [f"LSR@{h:g}s: {f(st[f'LSR@{h:g}s'])}" for h in HORIZONS_S]

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from calib import stable_math
+
 
 @dataclass
 class QAConfig:
@@ -187,7 +189,7 @@ def pose_novel_keyframes(
         if last is not None:
             moved = float(np.linalg.norm(pose[:3, 3] - last[:3, 3]))
             cos = (np.trace(last[:3, :3].T @ pose[:3, :3]) - 1.0) / 2.0
-            turned = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
+            turned = float(np.degrees(stable_math.arccos(np.clip(cos, -1.0, 1.0))))
             if moved < min_translation_m and turned < min_rotation_deg:
                 continue
         keep[i] = True
