@@ -183,7 +183,7 @@ def _qa_evaluation(
 
     quality: list[str] = []
     if demo.label_quality:
-        reference = replace(config, detector="gt", detector_options={"noise": None})
+        reference = replace(config, detector="gt", detector_options={})
         run_pipeline(dataroot, demo.version, reference_dir, clips, reference, progress=progress)
         quality = format_label_quality(evaluate_label_quality(reference_dir, run_dir))
     export_benchmark(run_dir, run_dir / "bench")

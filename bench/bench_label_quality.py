@@ -37,8 +37,8 @@ from autolabel.synth.config import SynthConfig  # noqa: E402
 from autolabel.synth.generator import generate_dataset  # noqa: E402
 
 RUNS = {
-    "gt (exact)": ("gt", {"noise": None}),
-    "gt (noise)": ("gt", {}),
+    "gt (exact)": ("gt", {}),
+    "gt (noise)": ("gt", {"noise": "default"}),
     "lidar": ("lidar", {}),
 }
 

@@ -1,7 +1,7 @@
 """``autolabel eval qa RUN_REFERENCE RUN_CANDIDATE``: how often a detector's QA answers are right.
 
 On a dataset with ground truth, the pipeline runs twice: the reference run with ground-truth replay
-detections (``--detector gt`` without noise) and the candidate run with the detector under test.
+detections (``--detector gt``, which replays the annotations exactly) and the candidate run with the detector under test.
 Every QA record of the candidate run is then re-answered from the reference run's attributes:
 
 1. Association, per keyframe: candidate tracks to reference tracks by the devkit's class-wise
