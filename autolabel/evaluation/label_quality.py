@@ -398,11 +398,15 @@ def _reference_group_tracks(
     ref_vis: Mapping[tuple[int, int], list[str]],
     kf: int,
 ) -> list[int]:
-    """Reference tracks a count question counts: the reference run's regions at the keyframe
-    whose class is in the record's class group (at most ``qt.n_regions``)."""
+    """Reference tracks a count question counts: the reference run's regions that some camera
+    shows at the keyframe, whose class is in the record's class group (at most ``qt.n_regions``).
+
+    ``marks/regions.json`` also lists regions seen only in other frames of the keyframe's window
+    (no camera at the keyframe); the generator never counts those, so neither does the truth.
+    """
     key = (rec.get("params") or {}).get("class_group")
     classes = next((g["classes"] for g in qt.params["groups"] if g["key"] == key), ())
-    tracks = np.array(sorted(t for f, t in ref_vis if f == kf), dtype=np.int64)
+    tracks = np.array(sorted(t for (f, t), cams in ref_vis.items() if f == kf and cams), np.int64)
     rows = reference.row_of(np.full(len(tracks), kf), tracks)
     names = np.asarray(DETECTION_CLASSES, dtype=object)[np.asarray(reference.label)[rows]]
     keep = (rows >= 0) & np.isin(names, list(classes))
