@@ -20,6 +20,7 @@ from autolabel.qa.confidence import (
     perturbation_set,
     perturbed_attributes,
     row_evidence,
+    row_normals,
     score_evidence,
     track_evidence,
     velocity_evidence,
@@ -62,7 +63,7 @@ def _attrs(frames):
 def test_zero_error_model_reproduces_every_derived_column():
     scene = small_scene()
     attrs = scene.attrs
-    same = perturbed_attributes(attrs, EXACT, np.random.default_rng(0))
+    same = perturbed_attributes(attrs, EXACT, row_normals(attrs, 0, "c", 1)[0])
     for name in (
         "distance_m", "bearing_deg", "clock", "is_left", "is_right", "is_front", "is_behind",
         "volume_m3", "volume_ratio_to_ego", "speed_mps", "future_distance_m", "future_bearing_deg",

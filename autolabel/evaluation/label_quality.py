@@ -29,8 +29,8 @@ about an object the candidate did not detect (no associated candidate track at t
 Precision against yield: every record carries a confidence (``autolabel.qa.confidence``). For
 each threshold of ``CURVE_THRESHOLDS`` the candidate's questions at or above it give an
 ``agreement`` (agree over scored, as above) and a ``yield``: agreeing questions over the questions
-the reference run gives (the share of the ground truth's questions the gated candidate answers
-right). ``curve`` holds both overall, per category and per type, with ``default_threshold``
+the reference run gives that have an answer key (all but captions): the share of the ground
+truth's questions the gated candidate answers right. ``curve`` holds both overall, per category and per type, with ``default_threshold``
 (``QAConfig.min_confidence``'s default) marked. Thresholds below the gate the candidate run was made
 with show that gate's figures (its records hold nothing less confident); run the candidate with
 ``qa: {min_confidence: 0}`` to see the whole curve. Records without a confidence (older runs)
@@ -534,6 +534,12 @@ def _curves(rows: Sequence[Mapping[str, Any]], missed: Sequence[tuple[str, str, 
     }
 
 
+def _scorable(templates: Any, type_id: str) -> bool:
+    """Whether questions of a type have an answer key (captions do not)."""
+    qt = templates.types.get(type_id)
+    return qt is None or qt.category != "caption"
+
+
 def at_threshold(curve: Mapping[str, list], threshold: float) -> dict[str, Any]:
     """The curve's point at ``threshold`` (the nearest threshold at or below it)."""
     t = np.asarray(curve["thresholds"], dtype=np.float64)
@@ -654,7 +660,8 @@ def evaluate_label_quality(
         "by_category": by_category,
         "by_type": by_type,
         "by_clip": per_clip,
-        "curve": _curves(rows, missed),
+        # Captions have no answer key: no candidate answer can agree with them.
+        "curve": _curves(rows, [m for m in missed if _scorable(templates, m[0])]),
     }
     if out_path is not False:
         path = Path(out_path) if out_path else Path(candidate_run) / "eval" / LABEL_QUALITY_FILE

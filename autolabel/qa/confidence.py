@@ -26,9 +26,9 @@ A question is as sure as its weakest part, so a record's confidence is the minim
   from every boundary 1.
 
 Every part is an array over all rows of the clip or all candidates of a question type at once.
-The perturbations are drawn per attribute row from a generator seeded by (seed, clip), so a
-candidate's margin does not depend on which other candidates are computed with it, and
-``check-qa`` re-derives it from ``attributes.parquet`` alone.
+The perturbations are drawn per attribute row from a hash of (seed, clip, the row's frame and box
+centre), so a candidate's margin depends neither on which other candidates are computed with it
+nor on how tracks are numbered, and ``check-qa`` re-derives it from ``attributes.parquet`` alone.
 """
 
 from __future__ import annotations
@@ -312,25 +312,60 @@ def _clock_of(bearing: np.ndarray) -> np.ndarray:
     return _clock(bearing)
 
 
+#: Standard normal draws per row and perturbation: position (3), size (3), heading, velocity (2).
+DRAWS_PER_ROW = 9
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 arrays (wrapping arithmetic): a well-mixed hash."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def row_normals(attrs: ObjectAttributes, seed: int, clip: str, samples: int) -> np.ndarray:
+    """(samples, N, DRAWS_PER_ROW) standard normals keyed by each row's content.
+
+    Each row's draws come from a hash of (seed, clip, frame, its box centre to the millimetre,
+    draw index), not from its position in the table: the same box gets the same errors whatever
+    its track is numbered, and ``check-qa`` draws them again from ``attributes.parquet``.
+    """
+    import zlib
+
+    n = len(attrs.track_id)
+    key = np.full(n, (int(seed) << 32) ^ zlib.crc32(clip.encode("utf-8")), dtype=np.uint64)
+    for column in (
+        np.asarray(attrs.frame_index, dtype=np.int64),
+        np.round(np.asarray(attrs.x_ego_m) * 1000.0).astype(np.int64),
+        np.round(np.asarray(attrs.y_ego_m) * 1000.0).astype(np.int64),
+    ):
+        key = _splitmix64(key ^ column.astype(np.uint64))
+    draw = np.arange(samples * DRAWS_PER_ROW * 2, dtype=np.uint64)
+    bits = _splitmix64(key[None, :] ^ _splitmix64(draw)[:, None])  # (2 * S * D, N)
+    u = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)  # (0, 1)
+    u1, u2 = u[0::2], u[1::2]
+    normal = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
+    return normal.reshape(samples, DRAWS_PER_ROW, n).transpose(0, 2, 1)
+
+
 def perturbed_attributes(
     attrs: ObjectAttributes,
     model: ConfidenceModel,
-    rng: np.random.Generator,
+    normals: np.ndarray,
     ego: EgoShape | None = None,
 ) -> ObjectAttributes:
     """The attributes with every box moved, resized, turned and sped up by the error model.
 
-    Draws position, size, heading and velocity errors per row and recomputes every column that
-    depends on them (distances, bearings, clocks, sidedness, volumes, speeds, future states); the
-    ego's own columns are unchanged. Rows keep their order, so ``row_of`` is unchanged.
+    ``normals`` (N, DRAWS_PER_ROW) are the row's standard normal draws (:func:`row_normals`).
+    Recomputes every column that depends on the box (distances, bearings, clocks, sidedness,
+    volumes, speeds, future states); the ego's own columns are unchanged. Rows keep their order,
+    so ``row_of`` is unchanged.
     """
     ego = ego or EgoShape()
     n = len(attrs.track_id)
-    # Fixed draw order so that each stream does not depend on the others.
-    pos = rng.standard_normal((n, 3))
-    size = rng.standard_normal((n, 3))
-    yaw_n = rng.standard_normal(n)
-    vel = rng.standard_normal((n, 2))
+    pos, size, yaw_n, vel = normals[:, 0:3], normals[:, 3:6], normals[:, 6], normals[:, 7:9]
     dist0 = np.asarray(attrs.distance_m)
     sigma = model.position_sigma_m + model.position_sigma_per_m * dist0
     x = attrs.x_ego_m + sigma * pos[:, 0]
@@ -404,12 +439,10 @@ def perturbation_set(
     clip: str,
     ego: EgoShape | None = None,
 ) -> list[ObjectAttributes]:
-    """``model.samples`` perturbed copies of a clip's attributes (seeded by ``model.seed`` and
-    the clip name)."""
-    from autolabel.qa.sampling import stable_seed
-
-    rng = np.random.default_rng(stable_seed(model.seed, clip, "confidence"))
-    return [perturbed_attributes(attrs, model, rng, ego) for _ in range(model.samples)]
+    """``model.samples`` perturbed copies of a clip's attributes (draws keyed by ``model.seed``,
+    the clip name and each row's box, :func:`row_normals`)."""
+    normals = row_normals(attrs, model.seed, clip, model.samples)
+    return [perturbed_attributes(attrs, model, z, ego) for z in normals]
 
 
 def _type_answer_kind(qt: Any) -> str | None:
