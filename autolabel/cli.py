@@ -208,15 +208,19 @@ def eval_qa(
         LabelQualityConfig,
         evaluate_label_quality,
         format_label_quality,
+        format_precision_yield,
         label_quality_table,
+        write_precision_yield_plot,
     )
 
     with exit_on(FileNotFoundError, ValueError):
         config = LabelQualityConfig(match_distance_m=match_distance_m, method=method)
         result = evaluate_label_quality(reference, candidate, out, config)
     print("\n".join(format_label_quality(result)))
-    Console(width=140).print(label_quality_table(result))
-    print(f"written: {result['output']}")
+    print("\n".join(format_precision_yield(result)))
+    Console(width=160).print(label_quality_table(result))
+    plot = write_precision_yield_plot(result)
+    print(f"written: {result['output']}, {plot}")
 
 
 @bench_app.command("export")

@@ -183,7 +183,10 @@ def _qa_evaluation(
 
     quality: list[str] = []
     if demo.label_quality:
-        reference = replace(config, detector="gt", detector_options={"noise": None})
+        # The reference is the truth: every answerable question, none held back by the gate.
+        reference = replace(
+            config, detector="gt", detector_options={}, qa=replace(config.qa, min_confidence=0.0)
+        )
         run_pipeline(dataroot, demo.version, reference_dir, clips, reference, progress=progress)
         quality = format_label_quality(evaluate_label_quality(reference_dir, run_dir))
     export_benchmark(run_dir, run_dir / "bench")

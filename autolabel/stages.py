@@ -571,6 +571,25 @@ def keyframe_regions(ctx: StageContext) -> list:
     )
 
 
+def view_evidence(ctx: StageContext):
+    """What the camera views say about each object (``autolabel.qa.confidence.ViewEvidence``):
+    the visibility decision, mask scores and LiDAR points of every view, as the segment and
+    visibility stages left them (the same columns ``visibility.parquet`` stores)."""
+    from autolabel.qa.confidence import ViewEvidence
+
+    views: CameraViews = ctx.results["views"]
+    _, score = ctx.results["masks"]
+    return ViewEvidence.from_table(
+        {
+            "frame_index": views.frame_index,
+            "track_id": views.track_id,
+            "keep": ctx.results["visible"],
+            "mask_score": score,
+            "lidar_points": views.lidar_points,
+        }
+    )
+
+
 def qa_stage(ctx: StageContext) -> StageResult:
     """QA records from templates x attributes x regions -> ``qa.jsonl``; then check-qa on them."""
     from autolabel.qa.appearance import measure_region_colours
@@ -590,8 +609,9 @@ def qa_stage(ctx: StageContext) -> StageResult:
 
     # Colours are measured under the keyframe masks in the images (colour questions, captions).
     colours = measure_region_colours(regions, read_image)
+    evidence = view_evidence(ctx)
     records = generate_clip_qa(
-        attrs, regions, ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates, colours
+        attrs, regions, ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates, colours, evidence
     )
     write_qa_jsonl(ctx.clip_dir / QA_FILE, records)
     counts = {
@@ -607,7 +627,14 @@ def qa_stage(ctx: StageContext) -> StageResult:
         # track link and mask-box agreement is still re-derived and checked.
         # With the dataset root, colours are re-measured from the images under the masks.
         mismatches = check_clip_qa(
-            records, attrs, ctx.clip.name, templates, cameras=None, images_root=ctx.clip.dataroot
+            records,
+            attrs,
+            ctx.clip.name,
+            templates,
+            cameras=None,
+            images_root=ctx.clip.dataroot,
+            views=evidence,
+            confidence=ctx.config.qa.confidence,
         )
         counts["check_mismatches"] = len(mismatches)
         if mismatches:

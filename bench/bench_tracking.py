@@ -34,7 +34,7 @@ from trackers.tracking_results import write_tracking_submission  # noqa: E402
 
 SETTINGS = (
     ("gt (noise-free)", "gt", {"noise": None}),
-    ("gt + default noise", "gt", {}),
+    ("gt + default noise", "gt", {"noise": "default"}),
     ("lidar", "lidar", {}),
 )
 

@@ -1,9 +1,10 @@
-"""``gt`` backend: the dataset's own annotations, optionally degraded like a real detector.
+"""``gt`` backend: the dataset's own annotations, replayed exactly unless noise is asked for.
 
-With ``noise=None`` the boxes are the annotations themselves (score 1), which the devkit scores
-at mAP 1.0: an upper bound for the later stages. With the default ``GtNoiseConfig`` the boxes
-carry errors of the size a good LiDAR detector makes, so tracking, attributes and QA can be studied
-under realistic detector error:
+By default (``noise=None``) the boxes are the annotations themselves (score 1), which the devkit
+scores at mAP 1.0: an upper bound for the later stages and the reference of ``eval qa``. With
+``noise: default`` (the preset, ``GtNoiseConfig()``) or a mapping of ``GtNoiseConfig`` fields the
+boxes carry errors of the size a good LiDAR detector makes, so tracking, attributes and QA can be
+studied under realistic detector error:
 
 - position: Gaussian, growing with range from the ego; height: Gaussian;
 - size: log-normal (relative); yaw: Gaussian plus occasional 180-degree flips;
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -104,20 +105,34 @@ class GtNoiseConfig:
             raise ValueError("seed: must be >= 0")
 
 
+#: Named error models for ``noise: <name>`` (each call builds a fresh config).
+NOISE_PRESETS = {"default": GtNoiseConfig}
+
+
 @dataclass
 class GtReplayConfig:
     """Options of the ``gt`` backend.
 
     Attributes:
-        noise: the error model; ``None`` replays the annotations exactly (score 1).
+        noise: the error model: ``None`` (the default) replays the annotations exactly (score 1);
+            a preset name of ``NOISE_PRESETS`` (``default``: a good LiDAR detector's errors) or a
+            ``GtNoiseConfig`` (a mapping of its fields in YAML) degrades them.
         min_lidar_points: annotations with fewer LiDAR points are never replayed (the devkit drops
             ground truth without points, so replaying them would only add false positives).
     """
 
-    noise: GtNoiseConfig | None = field(default_factory=GtNoiseConfig)
+    noise: GtNoiseConfig | str | None = None
     min_lidar_points: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.noise, str):
+            if self.noise not in NOISE_PRESETS:
+                raise ValueError(
+                    f"noise: unknown preset {self.noise!r} (presets: "
+                    f"{', '.join(sorted(NOISE_PRESETS))}; or a mapping of GtNoiseConfig fields, "
+                    "or null for exact replay)"
+                )
+            self.noise = NOISE_PRESETS[self.noise]()
         if self.min_lidar_points < 0:
             raise ValueError("min_lidar_points: must be >= 0")
 

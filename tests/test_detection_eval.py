@@ -103,7 +103,7 @@ def test_scene_subset_matches_the_devkit_on_a_custom_split(tmp_path, dataset):
 
 def test_output_is_byte_identical_across_runs(tmp_path, dataset):
     written, nusc = dataset
-    run = _run(tmp_path, written, nusc, GtReplayConfig())
+    run = _run(tmp_path, written, nusc, GtReplayConfig(noise="default"))
     args = (run, written.root, written.layout.version)
     evaluate_detection(*args, out_dir=tmp_path / "a", nusc=nusc, render_curves=False)
     evaluate_detection(*args, out_dir=tmp_path / "b", nusc=nusc, render_curves=False)

@@ -23,7 +23,8 @@ Files under ``BENCH/``:
   ``choices``.
 - ``answer_key.jsonl``: the truth for scoring: ``id``, ``set``, ``category``, ``type``, ``kind``,
   ``class``, ``situation``, ``horizon_s``, ``clip``, ``keyframe``, ``spec`` (what the answer must
-  state, for the parser), ``truth`` (the true values) and ``answer`` (the generated text).
+  state, for the parser), ``truth`` (the true values), ``answer`` (the generated text) and
+  ``confidence`` (the record's, ``autolabel.qa.confidence``; 1 for records made before it).
 - ``images/<clip>/...png``: the marked images.
 - ``baselines/{oracle,constant,random}.jsonl``: reference answer files (``baselines.py``).
 - ``bench.json``: counts per set, type, class and situation; the source run; the tolerances.
@@ -568,6 +569,7 @@ def export_benchmark(
                     "spec": spec.as_dict(),
                     "truth": truth,
                     "answer": rec["answer"],
+                    "confidence": rec.get("confidence", 1.0),
                 }
             )
     if not key:

@@ -20,6 +20,7 @@ difference is a mismatch. Around that it checks:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,15 @@ from pycocotools import mask as mask_utils
 from autolabel.attributes import ObjectAttributes
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.qa.candidates import GROUP_SUBJECTS
+from autolabel.qa.confidence import (
+    MOTION_QUANTITIES,
+    ConfidenceModel,
+    ViewEvidence,
+    answer_margin,
+    perturbation_set,
+    rounded,
+    row_evidence,
+)
 from autolabel.qa.dynamic import COLOUR_QUANTITIES
 from autolabel.qa.generate import QA_FILE, content_of
 from autolabel.qa.quantities import ROLES, QuantityInput
@@ -51,6 +61,8 @@ from autolabel.sensors import CAMERA_CHANNELS, CameraCalibration
 from calib.projection import box_iou_2d
 
 ATTRIBUTES_FILE = "attributes.parquet"
+#: The clip's camera views with their visibility decision, mask score and LiDAR points.
+VISIBILITY_FILE = "visibility.parquet"
 _REQUIRED = (
     "id", "group_id", "clip", "keyframe", "cameras", "question", "answer", "answer_values",
     "category", "kind", "type", "template_id", "template_variant", "params", "regions",
@@ -122,8 +134,13 @@ class _ClipChecker:
         min_mask_box_iou: float,
         min_projection_iou: float,
         images_root: str | Path | None = None,
+        views: ViewEvidence | None = None,
+        confidence: ConfidenceModel | None = None,
     ) -> None:
         self.records, self.attrs, self.templates, self.clip = records, attrs, templates, clip
+        self.model = confidence or ConfidenceModel()
+        self.evidence = row_evidence(attrs, views, self.model)
+        self._perturbed: list[ObjectAttributes] | None = None
         self.images_root = None if images_root is None else Path(images_root)
         self.cameras = {c.channel: c for c in cameras} if cameras else None
         self.min_mask_box_iou, self.min_projection_iou = min_mask_box_iou, min_projection_iou
@@ -536,6 +553,7 @@ class _ClipChecker:
             for rec, _ in batch:
                 self.bad(rec, "type", f"cannot re-derive {qt.id}: {e}")
             return
+        self._confidence(qt, batch, q, res, usable)
         vocab = self.templates.vocabulary
         for i, (rec, r) in enumerate(batch):
             if not usable[i]:
@@ -563,6 +581,40 @@ class _ClipChecker:
                 option_text=option_text,
             )
             self._compare(qt, rec, content, vocab)
+
+    def _confidence(self, qt: QuestionType, batch, q: QuantityInput, res, usable) -> None:
+        """Re-derive each record's region evidence (the parts the attributes and, when given, the
+        views can tell), its answer margin and the confidence, the minimum of all of them."""
+        if self._perturbed is None:
+            self._perturbed = perturbation_set(self.attrs, self.model, self.clip)
+        margin = answer_margin(
+            qt, res, lambda attrs: dataclasses.replace(q, attrs=attrs, cache={}), self._perturbed
+        )
+        _, parts = self.evidence.of(q.rows, qt.quantity.name in MOTION_QUANTITIES)
+        for i, (rec, _) in enumerate(batch):
+            if not usable[i]:
+                continue
+            stored = rec.get("confidence")
+            if not isinstance(stored, (int, float)) or not 0.0 <= stored <= 1.0:
+                self.bad(rec, "confidence", f"expected a number in [0, 1], got {stored!r}")
+                continue
+            lowest = float(rounded(margin[i]))
+            if not _close(rec.get("answer_margin"), lowest):
+                self.bad(rec, "answer_margin", f"{rec.get('answer_margin')!r} != {lowest}")
+            for j, reg in enumerate(rec["regions"]):
+                evidence = reg.get("evidence")
+                if not isinstance(evidence, Mapping):
+                    self.bad(rec, f"regions[{j}].evidence", "missing")
+                    continue
+                for name, value in evidence.items():
+                    if name in parts:
+                        want = float(rounded(parts[name][i, j]))
+                        if not _close(value, want):
+                            self.bad(rec, f"regions[{j}].evidence.{name}", f"{value!r} != {want}")
+                    if isinstance(value, (int, float)):
+                        lowest = min(lowest, float(value))
+            if not _close(stored, lowest):
+                self.bad(rec, "confidence", f"{stored!r} is not the weakest part {lowest}")
 
     def _choices(self, qt: QuestionType, rec: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
         options = rec.get("choices")
@@ -734,6 +786,8 @@ def check_clip_qa(
     min_mask_box_iou: float = 0.3,
     min_projection_iou: float = 0.5,
     images_root: str | Path | None = None,
+    views: ViewEvidence | None = None,
+    confidence: ConfidenceModel | None = None,
 ) -> list[Mismatch]:
     """Every mismatch between one clip's QA records and its attributes (empty when consistent).
 
@@ -749,6 +803,10 @@ def check_clip_qa(
         images_root: the dataset root the records' image paths are relative to; with it, every
             measured colour an answer names is re-measured from the image under the record's
             mask (without it the colour word is re-derived from the stored L*a*b* colour).
+        views: the clip's camera views (``visibility.parquet``): with them the LiDAR and mask
+            parts of each region's evidence are re-derived too (without, they are taken as stored
+            and only their place in the confidence is checked).
+        confidence: the confidence model the records were made with (the default when None).
     """
     return _ClipChecker(
         records,
@@ -759,7 +817,22 @@ def check_clip_qa(
         min_mask_box_iou,
         min_projection_iou,
         images_root,
+        views,
+        confidence,
     ).run()
+
+
+def _manifest_confidence_model(path: Path) -> ConfidenceModel | None:
+    """The ``qa.confidence`` model a run's manifest records (None: no manifest or none named)."""
+    if not path.is_file():
+        return None
+    from autolabel.config import dataclass_from_mapping
+
+    manifest = json.loads(path.read_text())
+    model = ((manifest.get("config") or {}).get("qa") or {}).get("confidence")
+    if not isinstance(model, Mapping):
+        return None
+    return dataclass_from_mapping(ConfidenceModel, model, where=f"{path}: config.qa.confidence")
 
 
 def check_qa_run(
@@ -769,7 +842,9 @@ def check_qa_run(
     images_root: str | Path | None = None,
 ) -> CheckReport:
     """Check every ``RUN/<clip>/qa.jsonl`` against ``RUN/<clip>/attributes.parquet``
-    (``images_root``: re-measure colours from the images, see :func:`check_clip_qa`).
+    (``images_root``: re-measure colours from the images, see :func:`check_clip_qa`), and each
+    record's confidence against ``visibility.parquet`` where the clip has one, with the confidence
+    model of the clip's ``manifest.json`` (the default where it names none).
 
     Raises:
         FileNotFoundError: ``run_dir`` has no clip with a ``qa.jsonl``.
@@ -783,15 +858,25 @@ def check_qa_run(
     for qa_path in files:
         clip = qa_path.parent.name
         attrs_path = qa_path.parent / ATTRIBUTES_FILE
+        views_path = qa_path.parent / VISIBILITY_FILE
         try:
             records = read_qa_jsonl(qa_path)
             attrs = ObjectAttributes.read_parquet(attrs_path)
-        except (OSError, ValueError) as e:
+            views = ViewEvidence.read_parquet(views_path) if views_path.is_file() else None
+            model = _manifest_confidence_model(qa_path.parent / "manifest.json")
+        except (OSError, ValueError, KeyError) as e:
             report.records[clip] = 0
             report.mismatches.append(Mismatch(clip, "-", "file", str(e)))
             continue
         report.records[clip] = len(records)
         report.mismatches += check_clip_qa(
-            records, attrs, clip, templates, cameras, images_root=images_root
+            records,
+            attrs,
+            clip,
+            templates,
+            cameras,
+            images_root=images_root,
+            views=views,
+            confidence=model,
         )
     return report

@@ -328,10 +328,33 @@ def _label_quality_section(run: Path, assets: _Assets) -> str:
             "fraction of the detector's answers",
         ),
     )
+    curve_html = ""
+    curve = lq.get("curve")
+    if curve:
+        from autolabel.evaluation.label_quality import at_threshold
+        from autolabel.report.plots import precision_yield_png
+
+        d = curve["default_threshold"]
+        p = at_threshold(curve["overall"], d)
+        rows += [
+            (f"agreement at min_confidence {d:g}", _pct(p["agreement"]) + " %"),
+            (f"yield at min_confidence {d:g}", _pct(p["yield"]) + " %"),
+        ]
+        curve_src = assets.add(
+            "label_quality_precision_yield.png",
+            precision_yield_png(curve, "QA agreement against yield"),
+        )
+        curve_html = (
+            "<p>Agreement against yield (agreeing questions over the ground truth's questions) "
+            "as the confidence threshold rises; the star is the default "
+            "<code>qa.min_confidence</code>.</p>"
+            f"<img src='{_e(curve_src)}' alt='agreement against yield' style='max-width:900px'>"
+        )
     return (
         "<h3>Label quality (QA against ground-truth replay)</h3><div class='row'>"
         + _table(("", ""), rows)
         + f"<img src='{_e(src)}' alt='label quality per type' style='max-width:720px'></div>"
+        + curve_html
         + table
     )
 
