@@ -402,7 +402,8 @@ def _reference_group_tracks(
     whose class is in the record's class group (at most ``qt.n_regions``)."""
     key = (rec.get("params") or {}).get("class_group")
     classes = next((g["classes"] for g in qt.params["groups"] if g["key"] == key), ())
-    tracks = np.array(sorted(t for f, t in ref_vis if f == kf), dtype=np.int64)
+    # Regions seen only in context frames are not "shown at the keyframe": the count leaves them out.
+    tracks = np.array(sorted(t for (f, t), cams in ref_vis.items() if f == kf and cams), np.int64)
     rows = reference.row_of(np.full(len(tracks), kf), tracks)
     names = np.asarray(DETECTION_CLASSES, dtype=object)[np.asarray(reference.label)[rows]]
     keep = (rows >= 0) & np.isin(names, list(classes))

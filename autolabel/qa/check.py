@@ -466,7 +466,10 @@ class _ClipChecker:
                 else:
                     group = [g for g in qt.params["groups"] if g["key"] == params["class_group"]]
                     classes = set(group[0]["classes"])
-                    belongs = {r for r, (cls, _, _) in known[kf].items() if cls in classes}
+                    # A count is of the objects the cameras show at the keyframe.
+                    belongs = {
+                        r for r, (cls, cams, _) in known[kf].items() if cls in classes and cams
+                    }
                     what = f"of the group {params['class_group']}"
             except (KeyError, TypeError, ValueError, IndexError):
                 continue
