@@ -188,6 +188,7 @@ def check_qa(
         print(f"... and {len(report.mismatches) - limit} more")
     print(f"clips: {len(report.records)}")
     print(f"records: {sum(report.records.values())}")
+    print(f"clips checked against their marks and masks: {len(report.grounded)}")
     print(f"mismatches: {len(report.mismatches)}")
     if not report.ok:
         raise typer.Exit(1)

@@ -593,7 +593,7 @@ def view_evidence(ctx: StageContext):
 def qa_stage(ctx: StageContext) -> StageResult:
     """QA records from templates x attributes x regions -> ``qa.jsonl``; then check-qa on them."""
     from autolabel.qa.appearance import measure_region_colours
-    from autolabel.qa.check import check_clip_qa
+    from autolabel.qa.check import check_clip_qa, load_clip_grounding
     from autolabel.qa.generate import generate_clip_qa, write_qa_jsonl
     from autolabel.qa.grounding import ClipQAMeta
 
@@ -625,7 +625,8 @@ def qa_stage(ctx: StageContext) -> StageResult:
         # views are projected through each image's own ego pose (as the devkit renders boxes),
         # which moves near objects by many pixels when the ego drives. Every answer, region ->
         # track link and mask-box agreement is still re-derived and checked.
-        # With the dataset root, colours are re-measured from the images under the masks.
+        # With the dataset root, colours are re-measured from the images under the masks; every
+        # region and view must be the one the marked images and masks files of the clip show.
         mismatches = check_clip_qa(
             records,
             attrs,
@@ -635,6 +636,7 @@ def qa_stage(ctx: StageContext) -> StageResult:
             images_root=ctx.clip.dataroot,
             views=evidence,
             confidence=ctx.config.qa.confidence,
+            grounding=load_clip_grounding(ctx.clip_dir),
         )
         counts["check_mismatches"] = len(mismatches)
         if mismatches:
