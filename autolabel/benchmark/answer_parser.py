@@ -10,7 +10,7 @@ out, so that question is scored as wrong; an empty answer gives nothing.
 
 Rules (all deterministic, no model):
 
-- Numbers are read with their unit. Lengths (m, cm, mm, km, ft, yd, mi) become metres; speeds
+- Numbers are read with their unit. Lengths (m, cm, mm, km, ft, yd, mi, inches) become metres; speeds
   (m/s, km/h, mph, ft/s) become m/s; angles (degrees, deg, the degree sign, radians) become degrees
   wrapped to (-180, 180] (so 336 degrees is -24); times (s, seconds, minutes), clock positions
   ("3 o'clock") and percentages are recognised so that they are never taken for a distance.
@@ -234,6 +234,9 @@ _UNITS: tuple[tuple[str, float, str], ...] = (
     ("length", 0.001, r"mm\b|millimeters?\b|millimetres?\b"),
     ("length", 0.3048, r"ft\b|feet\b|foot\b"),
     ("length", 0.9144, r"yards?\b|yds?\b"),
+    # Inches only spelled out: a bare "in" after a number is usually the preposition ("12 m at
+    # 20 degrees, 3 in front").
+    ("length", 0.0254, r"inch(?:es)?\b"),
     ("length", 1609.344, r"miles?\b|mi\b"),
     ("length", 1.0, r"m\b|meters?\b|metres?\b|mtrs?\b"),
     ("angle", 1.0, r"\u00b0|degrees?\b|degs?\b"),
