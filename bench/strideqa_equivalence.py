@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -177,6 +178,11 @@ def _reason(text: str, qa_type: str, published: Any, autolabel: Any) -> str:
     if qa_type == "velocity" and published is None:
         return "no space before the speed unit ('5m/s'): published reads none"
     if qa_type == "distance":
+        if re.search(r"\d\s*in\b", text):
+            return (
+                "bare 'in' after a number: published reads inches, autolabel does not (it is "
+                "usually the preposition, '3 in front')"
+            )
         if any(c + "-" in text for c in "0123456789") and published is not None:
             return "range '5-10 m': autolabel takes the midpoint, published the upper end"
         if "," in text:

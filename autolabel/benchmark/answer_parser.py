@@ -270,7 +270,10 @@ _STATIONARY_RE = re.compile(
 
 
 def wrap_deg(angle_deg: float) -> float:
-    """An angle in degrees wrapped to (-180, 180]."""
+    """An angle in degrees wrapped to (-180, 180]; one already in range is returned as is (no
+    float noise: 169.278 stays 169.278, not 169.27800000000002)."""
+    if -180.0 < angle_deg <= 180.0:
+        return angle_deg
     wrapped = math.fmod(angle_deg + 180.0, 360.0)
     if wrapped < 0:
         wrapped += 360.0
