@@ -26,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autolabel.benchmark.strideqa import (  # noqa: E402
@@ -223,6 +225,17 @@ def main() -> None:
             folder, {t: varied_predictions(recs, seed * 10 + t) for t, recs in by_t.items()}
         )
         sets.append((f"varied-{k}", folder))
+    # A partial answer file: a seeded quarter of the questions left out (both score what is there).
+    folder = args.out / "answers" / "partial"
+    rng = np.random.default_rng(args.seed + 7)
+    _write_predictions(
+        folder,
+        {
+            t: [p for p in varied_predictions(recs, 999 + t) if rng.random() >= 0.25]
+            for t, recs in by_t.items()
+        },
+    )
+    sets.append(("partial", folder))
     table, results = [], {}
     variant_total: Counter = Counter()
     variant_examples: dict[str, list[str]] = {}

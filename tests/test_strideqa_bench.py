@@ -334,6 +334,8 @@ def test_published_scorer_gives_the_same_success_and_metrics(stq, tmp_path):
         for t in range(4):
             recs = json.loads((bench / ANNOTATION_DIR / f"strideqa_bench_t{t}.json").read_text())
             preds = varied_predictions(recs, seed * 10 + t)
+            if seed == 1:  # a partial file: every third answer left out
+                preds = preds[::3]
             (folder / f"varied_t{t}.json").write_text(json.dumps(preds))
         sets.append(folder)
     for k, folder in enumerate(sets):
