@@ -229,38 +229,84 @@ def bench_export(
     run: Path = typer.Argument(..., help="Run folder with <clip>/qa.jsonl."),
     out: Path = typer.Option(..., "--out", help="Benchmark folder to write."),
     dataroot: Path = typer.Option(None, help="Dataset root (default: the clips' manifests')."),
-    images: bool = typer.Option(True, help="Render the Set-of-Mark images."),
+    images: bool = typer.Option(True, help="Render the Set-of-Mark images (autolabel format)."),
     dynamic_only: bool = typer.Option(False, help="Drop scene groups where nothing moves."),
     seed: int = typer.Option(0, help="Seed of the random baseline."),
+    format: str = typer.Option(
+        "autolabel", "--format", help="autolabel, or strideqa (the STRIDE-QA-Bench files)."
+    ),
 ) -> None:
-    """Write questions.jsonl (feed it to a VLM), answer_key.jsonl, images and baselines."""
+    """Write the questions (feed them to a VLM), the answer key, images and baselines."""
     from autolabel.benchmark.export import ExportConfig, export_benchmark
+    from autolabel.benchmark.strideqa import StrideqaExportConfig, export_strideqa
 
+    if format not in ("autolabel", "strideqa"):
+        typer.echo(f"error: --format must be autolabel or strideqa, got {format!r}", err=True)
+        raise typer.Exit(2)
     with exit_on(FileNotFoundError, ValueError):
-        config = ExportConfig(images=images, dynamic_only=dynamic_only, seed=seed)
-        summary = export_benchmark(run, out, dataroot, config)
+        if format == "strideqa":
+            summary = export_strideqa(
+                run, out, dataroot, StrideqaExportConfig(dynamic_only=dynamic_only, seed=seed)
+            )
+        else:
+            config = ExportConfig(images=images, dynamic_only=dynamic_only, seed=seed)
+            summary = export_benchmark(run, out, dataroot, config)
     print(f"questions: {summary['questions']}")
-    for name, n in summary["by_set"].items():
-        print(f"{name}: {n}")
-    print(f"groups: {summary['groups']}")
-    for name, n in summary["groups_by_situation"].items():
-        print(f"situation {name}: {n}")
+    if format == "strideqa":
+        for name, n in summary["by_category"].items():
+            print(f"{name}: {n}")
+        print(f"groups: {summary['groups']}")
+        for name, n in summary["groups_by_relation"].items():
+            print(f"relation {name}: {n}")
+        for name, n in summary["dropped"].items():
+            print(f"dropped {name}: {n}")
+    else:
+        for name, n in summary["by_set"].items():
+            print(f"{name}: {n}")
+        print(f"groups: {summary['groups']}")
+        for name, n in summary["groups_by_situation"].items():
+            print(f"situation {name}: {n}")
     print(f"written: {out}")
 
 
 @bench_app.command("score")
 def bench_score(
     bench: Path = typer.Argument(..., help="Benchmark folder (autolabel bench export)."),
-    answers: Path = typer.Argument(..., help='JSONL of {"id", "answer"} per question.'),
+    answers: Path = typer.Argument(
+        ...,
+        help='JSONL of {"id", "answer"} per question, or STRIDE-QA-Bench predictions (a JSON '
+        "array of records with question_id and pred, or a folder of *_t*.json).",
+    ),
     out: Path = typer.Option(None, help="Metrics JSON (default ANSWERS.scores.json)."),
+    tolerances: str = typer.Option(
+        "published", help="published (the authors' scorer, default) or paper."
+    ),
+    parser: str = typer.Option(
+        "published",
+        help="STRIDE-QA-Bench predictions only: published (its parser, default) or autolabel.",
+    ),
 ) -> None:
-    """LSR@t, MLSR, TLC, per-dimension SR, accuracies; prints a table and writes JSON."""
+    """LSR@t, MLSR, TLC, per-dimension SR, accuracies; prints them and writes JSON."""
     from rich.console import Console
 
-    from autolabel.benchmark.scoring import breakdown_table, format_scores, score_benchmark
+    from autolabel.benchmark.scoring import (
+        breakdown_table,
+        format_scores,
+        score_benchmark,
+    )
+    from autolabel.benchmark.scoring import (
+        tolerances as tolerance_profile,
+    )
+    from autolabel.benchmark.strideqa import format_strideqa, is_strideqa_input, score_strideqa
 
     with exit_on(FileNotFoundError, ValueError):
-        result = score_benchmark(bench, answers, out)
+        tolerance_profile(tolerances)
+        if is_strideqa_input(bench, answers):
+            result = score_strideqa(bench, answers, out, tolerances, parser)
+            print("\n".join(format_strideqa(result)))
+            print(f"written: {result['scores_file']}")
+            return
+        result = score_benchmark(bench, answers, out, tolerances)
     print("\n".join(format_scores(result)))
     Console(width=120).print(breakdown_table(result))
     print(f"written: {result['scores_file']}")

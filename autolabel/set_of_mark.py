@@ -173,6 +173,10 @@ def assign_region_ids(
     return RegionIds(g_kf, g_tid, region, row_region)
 
 
+#: Names of ``MarkStyle.style``.
+MARK_STYLES = ("autolabel", "strideqa")
+
+
 @dataclass(frozen=True)
 class MarkStyle:
     """How marks look (defaults: MetaVQA's box scheme with Set-of-Mark label placement).
@@ -190,6 +194,9 @@ class MarkStyle:
         max_label_fraction: a label whose background would cover more than this fraction of its
             box also goes outside, so that it never hides a small object (a traffic cone's
             30 x 60 px box at 16 m passes MetaVQA's 1,600 px but a label would cover most of it).
+        style: ``autolabel`` (the marks above) or ``strideqa``: STRIDE-QA-Bench's marks (green
+            mask at 0.2, green outline, the bare id in white on black at their size and place;
+            :mod:`autolabel.set_of_mark_strideqa`), which ignore the other fields.
     """
 
     draw_box: bool = True
@@ -204,8 +211,11 @@ class MarkStyle:
     label_padding_px: int = 4
     small_box_area_px: float = 1600.0
     max_label_fraction: float = 0.3
+    style: str = "autolabel"
 
     def __post_init__(self) -> None:
+        if self.style not in MARK_STYLES:
+            raise ValueError(f"style: must be one of {MARK_STYLES}, got {self.style!r}")
         if not (self.draw_box or self.draw_mask or self.draw_contour):
             raise ValueError("draw_box/draw_mask/draw_contour: at least one mark must be drawn")
         if not 0.0 <= self.mask_alpha <= 1.0:
@@ -453,6 +463,10 @@ def render_marks(
     if n == 0:
         return out
     regions, boxes = _regions_and_boxes(boxes_2d, masks, n, width_px, height_px)
+    if st.style == "strideqa":
+        from autolabel.set_of_mark_strideqa import render_strideqa_marks
+
+        return render_strideqa_marks(out, ids, [(r.u0, r.v0, r.crop) for r in regions])
     colours = region_colours_bgr(ids)
     draw_order = np.argsort(ids, kind="stable")
     if st.draw_mask:

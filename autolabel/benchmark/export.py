@@ -57,6 +57,7 @@ from autolabel.atomic_io import (
 from autolabel.benchmark.baselines import BASELINES, baseline_answers, write_answers
 from autolabel.benchmark.scoring import (
     ANGLE_TOL_DEG,
+    DEFAULT_PROFILE,
     DISTANCE_REL_TOL,
     HORIZONS_S,
     SPEED_ABS_TOL_MPS,
@@ -602,6 +603,7 @@ def export_benchmark(
         "groups_by_class": dict(sorted(Counter(e["class"] for e in groups.values()).items())),
         "dropped": dict(sorted(dropped.items())),
         "tolerances": {
+            "profile": DEFAULT_PROFILE,
             "distance_rel": DISTANCE_REL_TOL,
             "angle_deg": ANGLE_TOL_DEG,
             "speed_rel": SPEED_REL_TOL,
