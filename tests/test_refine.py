@@ -208,3 +208,14 @@ def test_refine_config_is_validated_in_the_run_config():
         PipelineConfig(refine_options={"min_observations": 0})
     with pytest.raises(ConfigError, match="refine_options.*unknown key 'bogus'"):
         PipelineConfig(refine_options={"bogus": 1})
+
+
+def test_a_short_fast_track_is_moving():
+    # Seen twice, 0.5 s apart, 5 m apart: 10 m/s, not a static object with both ends averaged
+    # into one point.
+    xy = np.array([[0.0, 0.0], [5.0, 0.0]])
+    tracks = track_boxes(0, "car", xy, np.zeros(2), frames=[3, 4])
+    refined, summary = refine_tracks(TIMES, tracks)
+    assert summary.moving == 1
+    _, boxes = boxes_of(refined, 0)
+    assert boxes.velocity_mps == pytest.approx(np.tile([10.0, 0.0], (2, 1)), abs=1e-4)

@@ -99,14 +99,15 @@ def _fill_nearest(track_start: np.ndarray, valid: np.ndarray, values: np.ndarray
 
 def endpoint_displacement(table: TrackTable, xy_m: np.ndarray, n_end: int) -> np.ndarray:
     """(T,) distance between the mean of each track's first ``n_end`` observed centres and the
-    mean of its last ``n_end`` (the same rows when it has fewer): a track's net travel, robust to
-    the noise of single boxes."""
+    mean of its last ``n_end`` (half of its observations each when it has fewer than twice as
+    many, its first and last when it has two or three): a track's net travel, robust to the noise
+    of single boxes."""
     obs = np.flatnonzero(table.observed)
     track = table.track_of_row[obs]
     n_obs = np.bincount(track, minlength=table.n_tracks)
     start = np.concatenate([[0], np.cumsum(n_obs)])[:-1]
     rank = np.arange(len(obs)) - start[track]
-    k = np.minimum(n_end, n_obs)[track]
+    k = np.maximum(np.minimum(n_end, n_obs // 2), 1)[track]
     head = rank < k
     tail = rank >= n_obs[track] - k
     means = []
