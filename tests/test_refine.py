@@ -219,3 +219,33 @@ def test_a_short_fast_track_is_moving():
     assert summary.moving == 1
     _, boxes = boxes_of(refined, 0)
     assert boxes.velocity_mps == pytest.approx(np.tile([10.0, 0.0], (2, 1)), abs=1e-4)
+
+
+def _car_returns(n_frames: int, roof_from_m: float, roof_to_m: float):
+    """PointEvidence of one box per frame: a 4.6 m body (x in [-2.3, 2.3], 0.4-0.9 m high)
+    and a roof (1.3-1.5 m high) over x in [roof_from_m, roof_to_m], in the box's frame."""
+    from autolabel.refine.points import PointEvidence
+
+    body_x = np.linspace(-2.3, 2.3, 24)
+    roof_x = np.linspace(roof_from_m, roof_to_m, 12)
+    one = np.concatenate(
+        [
+            np.column_stack([body_x, np.full(24, 0.9), np.full(24, 0.7)]),
+            np.column_stack([roof_x, np.zeros(12), np.full(12, 1.45)]),
+        ]
+    )
+    local = np.tile(one, (n_frames, 1))
+    box = np.repeat(np.arange(n_frames), len(one))
+    return PointEvidence(box, local, np.full(n_frames, len(one)), np.full(n_frames, 10.0))
+
+
+def test_a_parked_cars_cabin_tells_its_front():
+    # A parked car whose boxes all point +x, alone (no traffic to follow). Its roof returns sit
+    # over x in [-1.2, 0.4]: centred 0.4 m behind the middle of its returns (x = 0): it faces +x
+    # and keeps its heading. Mirrored (roof over [-0.4, 1.2], 0.4 m ahead): it faces -x.
+    n = len(TIMES)
+    tracks = track_boxes(0, "car", np.tile([8.0, 4.0], (n, 1)), np.zeros(n))
+    for roof, expected in (((-1.2, 0.4), 0.0), ((-0.4, 1.2), np.pi)):
+        refined, _ = refine_tracks(TIMES, tracks, None, _car_returns(n, *roof))
+        _, boxes = boxes_of(refined, 0)
+        assert np.all(np.abs(wrap_angle(boxes.yaw_rad - expected)) < 1e-9)

@@ -98,3 +98,54 @@ def relabel_low_vehicles(
     with np.errstate(invalid="ignore"):
         low = (features.height_m < max_car_height_m) & (features.returns >= min_returns)
     return np.where(big & low, CLASS_INDEX["car"], label)
+
+
+def cabin_side(
+    table: TrackTable,
+    evidence: PointEvidence,
+    evidence_row: np.ndarray,
+    track_center_xy: np.ndarray,
+    track_yaw: np.ndarray,
+    roof_fraction: float,
+    min_offset_m: float,
+) -> np.ndarray:
+    """(T,) per track, where its roof sits along the heading ``track_yaw`` from the middle of its
+    accumulated returns: -1 behind (a car's cabin sits behind its middle, the bonnet is longer
+    than the boot), +1 ahead, 0 undecided (fewer than 10 roof returns, or within
+    ``min_offset_m``). Returns of every keyframe are stacked in the track's frame
+    (``track_center_xy`` (T, 2), ``track_yaw`` (T,)); the roof is what reaches above
+    ``roof_fraction`` of the track's highest returns."""
+    n_tracks = table.n_tracks
+    out = np.zeros(n_tracks, np.int64)
+    obs = evidence_row >= 0
+    row_of_box = np.full(len(evidence.count), -1, np.int64)
+    row_of_box[evidence_row[obs]] = np.flatnonzero(obs)
+    ret_row = row_of_box[evidence.box]
+    valid = ret_row >= 0
+    ret_row, local = ret_row[valid], evidence.local_xyh_m[valid]
+    if len(ret_row) == 0:
+        return out
+    boxes = table.boxes
+    c, s = np.cos(boxes.yaw_rad[ret_row]), np.sin(boxes.yaw_rad[ret_row])
+    gx = boxes.center_m[ret_row, 0] + c * local[:, 0] - s * local[:, 1]
+    gy = boxes.center_m[ret_row, 1] + s * local[:, 0] + c * local[:, 1]
+    track = table.track_of_row[ret_row]
+    tc, ts = np.cos(track_yaw[track]), np.sin(track_yaw[track])
+    along = tc * (gx - track_center_xy[track, 0]) + ts * (gy - track_center_xy[track, 1])
+    height = local[:, 2]
+    top = np.full(n_tracks, -np.inf)
+    np.maximum.at(top, track, height)
+    lo = np.full(n_tracks, np.inf)
+    hi = np.full(n_tracks, -np.inf)
+    np.minimum.at(lo, track, along)
+    np.maximum.at(hi, track, along)
+    middle = 0.5 * (lo + hi)
+    roof = height >= roof_fraction * top[track]
+    n_roof = np.bincount(track[roof], minlength=n_tracks)
+    roof_along = np.bincount(track[roof], weights=along[roof], minlength=n_tracks) / np.maximum(
+        n_roof, 1
+    )
+    offset = roof_along - middle
+    decided = (n_roof >= 10) & (np.abs(offset) >= min_offset_m)
+    out[decided] = np.sign(offset[decided]).astype(np.int64)
+    return out

@@ -33,6 +33,10 @@ class RefineConfig:
         static_heading_from_flow, flow_distance_m: point a static track's heading (its axis is
             known from its boxes, not its front) the way the traffic nearest to it goes: moving
             tracks and the ego's own path, weighted by a Gaussian of ``flow_distance_m`` of their distance.
+        static_heading_from_cabin, cabin_min_offset_m: a static car whose roof returns, stacked
+            over the track, sit more than this ahead of the middle of its returns is turned round:
+            a car's cabin sits behind its middle (bonnet longer than boot). Decides before the
+            traffic flow where the returns allow (needs ``use_points``).
         size_quantile: each size dimension of a track is this quantile of its boxes' (the
             detector sees only the near faces, so most views are too small).
         use_points: accumulate each track's LiDAR returns over the clip for its size, static
@@ -61,6 +65,8 @@ class RefineConfig:
     heading_from_motion_mps: float = 1.5
     size_quantile: float = 0.75
     static_heading_from_flow: bool = True
+    static_heading_from_cabin: bool = True
+    cabin_min_offset_m: float = 0.2
     flow_distance_m: float = 4.0
     use_points: bool = True
     reject_clutter: bool = True

@@ -42,6 +42,8 @@ from calib.rotation import wrap_angle
 
 #: Classes that never move: always static, whatever their boxes do.
 STATIC_CLASSES = np.isin(np.asarray(DETECTION_CLASSES), ["traffic_cone", "barrier"])
+#: Classes whose cabin sits behind the middle of the body (cars: the bonnet outlasts the boot).
+CABIN_CLASSES = np.array([DETECTION_CLASSES.index("car")])
 
 
 @dataclass
@@ -274,6 +276,7 @@ def refine_tracks(
     keep = n_obs >= cfg.min_observations
     too_short = int((~keep).sum())
     clutter = np.zeros(n_tracks, bool)
+    features = None
     if evidence is not None and cfg.reject_clutter:
         from autolabel.refine import classify
 
@@ -319,6 +322,14 @@ def refine_tracks(
         static_yaw = _aligned(
             static_yaw, traffic_heading(static_xy, flow_xy, flow_yaw, cfg.flow_distance_m)
         )
+    if features is not None and cfg.static_heading_from_cabin:
+        from autolabel.refine import classify
+
+        side = classify.cabin_side(
+            table, evidence, evidence_row, static_xy, static_yaw, 0.8, cfg.cabin_min_offset_m
+        )
+        turn = static & np.isin(label, CABIN_CLASSES) & (side > 0)
+        static_yaw = np.where(turn, wrap_angle(static_yaw + np.pi), static_yaw)
     yaw = np.where(static_row, static_yaw[t_of_row], yaw)
 
     # Size: one per track; the bottom stays on the detected ground.
