@@ -193,8 +193,9 @@ def refine_stage(ctx: StageContext) -> StageResult:
     """Whole-clip track refinement (``autolabel.refine``): the refined tracks replace the
     tracker's for every later stage and in ``labels/detection.json`` / ``labels/tracking.json``
     (what ``autolabel eval det|track`` score); the online files are kept beside them. With
-    ``refine: none`` nothing changes and nothing is written."""
-    if ctx.config.refine == "none":
+    ``refine: none``, or with the ``gt`` detector (ground-truth replay, the reference other runs
+    are compared with, is kept as annotated), nothing changes and nothing is written."""
+    if ctx.config.refine == "none" or ctx.config.detector == "gt":
         return {"refined": 0}, []
     from autolabel.config import dataclass_from_mapping
     from autolabel.refine import RefineConfig, refine_tracks

@@ -249,3 +249,13 @@ def test_a_parked_cars_cabin_tells_its_front():
         refined, _ = refine_tracks(TIMES, tracks, None, _car_returns(n, *roof))
         _, boxes = boxes_of(refined, 0)
         assert np.all(np.abs(wrap_angle(boxes.yaw_rad - expected)) < 1e-9)
+
+
+def test_refine_stage_keeps_ground_truth_replay_and_refine_none(tmp_path):
+    from autolabel.stages import StageContext, refine_stage
+
+    for config in (PipelineConfig(detector="gt"), PipelineConfig(refine="none")):
+        ctx = StageContext(clip=None, config=config, clip_dir=tmp_path)
+        ctx.results["tracks"] = ["the tracker's"]
+        assert refine_stage(ctx) == ({"refined": 0}, [])
+        assert ctx.results["tracks"] == ["the tracker's"] and not any(tmp_path.iterdir())
