@@ -215,7 +215,7 @@ def test_a_short_fast_track_is_moving():
     # into one point.
     xy = np.array([[0.0, 0.0], [5.0, 0.0]])
     tracks = track_boxes(0, "car", xy, np.zeros(2), frames=[3, 4])
-    refined, summary = refine_tracks(TIMES, tracks)
+    refined, summary = refine_tracks(TIMES, tracks, RefineConfig(min_observations=2))
     assert summary.moving == 1
     _, boxes = boxes_of(refined, 0)
     assert boxes.velocity_mps == pytest.approx(np.tile([10.0, 0.0], (2, 1)), abs=1e-4)

@@ -51,7 +51,7 @@ class RefineConfig:
             height over the whole track is a car.
     """
 
-    min_observations: int = 2
+    min_observations: int = 3
     min_track_score: float = 0.0
     score_length_scale: float = 3.0
     duplicate_distance_m: float = 1.0
