@@ -213,6 +213,9 @@ class PipelineConfig:
         detector: backend name (``lidar``, ``gt``, ``results``, ``bevfusion``);
             ``detector_options``: that backend's options (its config dataclass's fields).
         tracker: tracker name (``pub``); ``tracker_options``: its options.
+        refine: offboard track refinement after tracking (``track``: the whole-clip refinement of
+            ``autolabel.refine``; ``none``: the tracker's boxes are the labels);
+            ``refine_options``: ``autolabel.refine.RefineConfig`` fields.
         labels: which tracks become labels (``TrackFilterOptions``).
         attributes: ``autolabel.attributes.AttributeConfig`` fields.
         segmenter: segmentation backend (``lidar``, ``sam2``); ``segmenter_options``: its options.
@@ -230,6 +233,8 @@ class PipelineConfig:
     detector_options: dict = field(default_factory=dict)
     tracker: str = "pub"
     tracker_options: dict = field(default_factory=dict)
+    refine: str = "track"
+    refine_options: dict = field(default_factory=dict)
     labels: TrackFilterOptions = field(default_factory=TrackFilterOptions)
     attributes: Any = None
     segmenter: str = "lidar"
@@ -273,6 +278,13 @@ class PipelineConfig:
                 f"tracker: unknown {self.tracker!r}; choose one of {', '.join(sorted(TRACKERS))}"
             )
         dataclass_from_mapping(TRACKERS[self.tracker][1], self.tracker_options, "tracker_options")
+        from autolabel.refine import REFINE_METHODS, RefineConfig
+
+        if self.refine not in REFINE_METHODS:
+            raise ConfigError(
+                f"refine: unknown {self.refine!r}; choose one of {', '.join(REFINE_METHODS)}"
+            )
+        dataclass_from_mapping(RefineConfig, self.refine_options, "refine_options")
         if self.segmenter not in SEGMENTER_NAMES:
             raise ConfigError(
                 f"segmenter: unknown {self.segmenter!r}; choose one of {', '.join(SEGMENTER_NAMES)}"

@@ -25,6 +25,7 @@ from autolabel.stages import (
     marks_stage,
     prepare_views,
     qa_stage,
+    refine_stage,
     track_stage,
     visibility_stage,
     write_detections,
@@ -97,6 +98,7 @@ def after_detect(
             "detect", run.execute("detect", lambda: write_detections(run.ctx, boxes, meta))
         )
     run.run_stage("track", track_stage)
+    run.run_stage("refine", refine_stage)
     run.run_stage("attributes", attributes_stage)
     views = run.execute("segment", lambda: prepare_views(run.ctx))
     if run.error is not None:

@@ -105,12 +105,19 @@ def test_every_output_and_the_manifest(dataset, first_run):
         samples = [
             s["token"] for s in nusc.sample if s["scene_token"] == manifest["inputs"]["scene_token"]
         ]
+        # The detector's own boxes are kept beside the refined ones (``refine: track``).
+        online = json.loads((clip_dir / "labels/detection_online.json").read_text())
+        assert sorted(online["results"]) == sorted(samples)
+        n_boxes = sum(len(v) for v in online["results"].values())
+        assert manifest["stages"]["detect"]["counts"]["boxes"] == n_boxes
         detection = json.loads((clip_dir / "labels/detection.json").read_text())
         assert sorted(detection["results"]) == sorted(samples)
-        n_boxes = sum(len(v) for v in detection["results"].values())
-        assert manifest["stages"]["detect"]["counts"]["boxes"] == n_boxes
+        n_refined = sum(len(v) for v in detection["results"].values())
+        assert manifest["stages"]["refine"]["counts"]["boxes_out"] == n_refined
         tracking = json.loads((clip_dir / "labels/tracking.json").read_text())
         assert sorted(tracking["results"]) == sorted(samples)
+        refined_ids = {b["tracking_id"] for v in tracking["results"].values() for b in v}
+        assert len(refined_ids) <= manifest["stages"]["refine"]["counts"]["tracks_out"]
 
         # Masks: one file per keyframe; RLEs decode to the image size.
         views = []
