@@ -25,6 +25,7 @@ def cluster():
     from ray_jobs.cluster import local_runtime_env
 
     ray.init(
+        address="local",  # not a cluster another `ray start` left recorded in /tmp/ray
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
