@@ -308,6 +308,7 @@ def run(
     from autolabel.run_folder import RunFolderError
     from autolabel.segmentation import SegmenterUnavailable
     from detectors import DetectorUnavailableError
+    from ray_jobs.cluster import ClusterError
 
     scene_list = [s for s in scenes.split(",") if s] or None
     try:
@@ -326,9 +327,10 @@ def run(
         KeyError,
         DetectorUnavailableError,
         SegmenterUnavailable,
+        ClusterError,
         RunFolderError,
     ) as e:
-        # Nothing can run: the dataset, the scene list, a backend or OUT is unusable.
+        # Nothing can run: the dataset, the scene list, a backend, the cluster or OUT is unusable.
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     print(format_run_report(summary))

@@ -326,6 +326,12 @@ class RayOptions:
             is recorded for its clip, never retried).
         max_restarts: restarts of a model actor whose process died (its pending calls are retried).
         max_clips_in_flight: clips admitted at once (bounds memory); 0: twice the cluster's CPUs.
+        actor_resources, task_resources: custom Ray resources each model actor / CPU task
+            requires, to place them on the nodes that offer them (e.g. ``{"model_node": 1}``
+            for actors on nodes started with ``ray start --resources '{"model_node": 4}'``).
+        check_paths: before the first clip, check on every node that the dataroot is readable
+            and that ``OUT`` is the same writable folder the driver sees (a node-local path
+            fails here, naming the path and the node, instead of in every clip).
     """
 
     num_cpus: int | None = None
@@ -340,8 +346,15 @@ class RayOptions:
     max_retries: int = 3
     max_restarts: int = 3
     max_clips_in_flight: int = 0
+    actor_resources: dict[str, float] = field(default_factory=dict)
+    task_resources: dict[str, float] = field(default_factory=dict)
+    check_paths: bool = True
 
     def __post_init__(self) -> None:
+        for key in ("actor_resources", "task_resources"):
+            for name, amount in getattr(self, key).items():
+                if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount < 0:
+                    raise ValueError(f"{key}.{name}: must be a number >= 0, got {amount!r}")
         for key in ("num_cpus", "num_gpus"):
             value = getattr(self, key)
             if value is not None and value < 0:

@@ -284,3 +284,26 @@ def test_bare_ray_option_means_a_local_cluster():
         "run", "D", "--ray=local", "--force"
     ]  # fmt: skip
     assert with_optional_values(["run", "D", "--ray", "auto"]) == ["run", "D", "--ray", "auto"]
+
+
+def test_stage_clock_counts_numba_compilation_apart_from_work():
+    """A kernel's first call compiles (start-up, not work); its second call compiles nothing."""
+    import numba
+
+    from autolabel.stage_clock import timed
+
+    @numba.njit
+    def triple(x):
+        return 3 * x
+
+    value, first, error = timed(lambda: triple(2))
+    assert (value, error) == (6, None)
+    assert first.compile_s > 0
+    value, second, _ = timed(lambda: triple(5))
+    assert value == 15 and second.compile_s == 0.0
+
+    def broken():
+        raise ValueError("bad clip")
+
+    value, lap, error = timed(broken)
+    assert value is None and isinstance(error, ValueError) and lap.compile_s == 0.0

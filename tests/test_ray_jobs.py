@@ -15,6 +15,7 @@ from pipeline_data import VERSION, assert_same_outputs, fast_config, make_datase
 
 from autolabel.config import RayOptions
 from autolabel.pipeline import SUMMARY, run_pipeline
+from autolabel.run_report import format_run_report
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -99,6 +100,19 @@ def test_ray_run_writes_the_serial_run_s_bytes(cluster, dataset, serial, tmp_pat
     assert [c.status for c in summary.clips] == ["done"] * 2, [c.error for c in summary.clips]
     assert summary.executor == "ray"
     assert_same_outputs(serial, tmp_path / "ray")
+    # Timings are the work done: every stage has its own seconds, the model parts were done by
+    # the actors (their busy seconds are part of the detect / segment stage seconds), and
+    # waiting is counted apart.
+    assert summary.actors == {"detect": OPTIONS["detect_actors"], "segment": 2}
+    for clip in summary.clips:
+        assert set(clip.stage_seconds) == set(clip.stage_cpu_seconds) >= {"read", "detect", "qa"}
+        for kind in ("detect", "segment"):
+            assert 0 < clip.actor_seconds[kind] <= clip.stage_seconds[kind] + 1e-3
+        assert clip.wait_seconds >= 0
+    shares = summary.actor_busy_share()
+    assert set(shares) == {"detect", "segment"} and all(0 < v <= 1 for v in shares.values())
+    report = format_run_report(summary)
+    assert "clips/min" in report and "model actors busy: detect" in report
 
 
 def _descends_from_us(pid: int) -> bool:
