@@ -40,6 +40,11 @@ class ResultFileConfig:
             )
 
 
+class ResultFileUnusable(DetectorUnavailableError, SubmissionFormatError):
+    """The result file is malformed or out of range: the ``results`` backend cannot run (so the
+    run stops before its first clip, with one line naming the file, sample and entry)."""
+
+
 class ResultFileDetector(Detector):
     """Replays the boxes a submission file holds for each keyframe's sample token."""
 
@@ -56,7 +61,7 @@ class ResultFileDetector(Detector):
         try:
             self.boxes_by_sample, meta = load_detection_submission(self.path)
         except SubmissionFormatError as e:  # the run cannot start: say why, naming the entry
-            raise DetectorUnavailableError(f"detector 'results': {e}") from None
+            raise ResultFileUnusable(f"detector 'results': {e}") from None
         self.meta = submission_meta(**{k: bool(v) for k, v in meta.items() if k in META_KEYS})
 
     def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:

@@ -89,76 +89,6 @@ def connect(address: str | None = None, options: RayOptions | None = None) -> di
     return dict(ray.cluster_resources())
 
 
-class ClusterPathError(ClusterError):
-    """A node of the cluster cannot read the dataroot or write ``OUT`` where the driver does."""
-
-
-def _path_problems(dataroot: str, out_dir: str, probe_name: str, token: str) -> list[str]:
-    """What this node cannot do with the run's folders (runs on each node)."""
-    problems = []
-    if not Path(dataroot).is_dir():
-        problems.append(f"dataroot {dataroot}: not a readable folder on this node")
-    probe = Path(out_dir) / probe_name
-    try:
-        seen = probe.read_text()
-    except OSError:
-        seen = None
-    if seen != token:
-        problems.append(
-            f"OUT {out_dir}: not the folder the driver writes (its probe file is not visible "
-            "here); OUT must be on storage every node shares"
-        )
-    else:
-        try:
-            with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".autolabel-write-probe-"):
-                pass
-        except OSError as exc:
-            problems.append(f"OUT {out_dir}: not writable on this node ({exc.strerror})")
-    return problems
-
-
-def check_cluster_paths(dataroot: str | Path, out_dir: str | Path) -> int:
-    """Check on every alive node of the connected cluster that ``dataroot`` is readable and that
-    ``out_dir`` is the same writable folder the driver sees; the number of nodes checked.
-
-    The driver writes a probe file with a random token into ``out_dir``; a task pinned to each
-    node reads it back and writes a file of its own beside it.
-
-    Raises:
-        ClusterPathError: naming each path, node address and node id that failed.
-    """
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(16)
-    probe_name = f".autolabel-path-probe-{token[:8]}"
-    probe = out_dir / probe_name
-    probe.write_text(token)
-    try:
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        check = ray.remote(_path_problems)
-        refs = [
-            check.options(
-                num_cpus=0,
-                max_retries=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-            ).remote(str(dataroot), str(out_dir), probe_name, token)
-            for n in nodes
-        ]
-        found = [
-            f"node {n['NodeManagerAddress']} ({n['NodeID'][:12]}): {problem}"
-            for n, problems in zip(nodes, ray.get(refs), strict=True)
-            for problem in problems
-        ]
-    finally:
-        probe.unlink(missing_ok=True)
-    if found:
-        raise ClusterPathError("the cluster cannot run this job:\n  " + "\n  ".join(found))
-    return len(nodes)
-
-
 #: The watchdog: waits for the driver to end, then ends every process of the Ray session.
 _WATCHDOG = r"""
 import os, signal, sys, time
@@ -248,3 +178,73 @@ def ray_session(
 
 def _is_local_head(address: str | None) -> bool:
     return address in (None, LOCAL) and not (address is None and os.environ.get("RAY_ADDRESS"))
+
+
+class ClusterPathError(ClusterError):
+    """A node of the cluster cannot read the dataroot or write ``OUT`` where the driver does."""
+
+
+def _path_problems(dataroot: str, out_dir: str, probe_name: str, token: str) -> list[str]:
+    """What this node cannot do with the run's folders (runs on each node)."""
+    problems = []
+    if not Path(dataroot).is_dir():
+        problems.append(f"dataroot {dataroot}: not a readable folder on this node")
+    probe = Path(out_dir) / probe_name
+    try:
+        seen = probe.read_text()
+    except OSError:
+        seen = None
+    if seen != token:
+        problems.append(
+            f"OUT {out_dir}: not the folder the driver writes (its probe file is not visible "
+            "here); OUT must be on storage every node shares"
+        )
+    else:
+        try:
+            with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".autolabel-write-probe-"):
+                pass
+        except OSError as exc:
+            problems.append(f"OUT {out_dir}: not writable on this node ({exc.strerror})")
+    return problems
+
+
+def check_cluster_paths(dataroot: str | Path, out_dir: str | Path) -> int:
+    """Check on every alive node of the connected cluster that ``dataroot`` is readable and that
+    ``out_dir`` is the same writable folder the driver sees; the number of nodes checked.
+
+    The driver writes a probe file with a random token into ``out_dir``; a task pinned to each
+    node reads it back and writes a file of its own beside it.
+
+    Raises:
+        ClusterPathError: naming each path, node address and node id that failed.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(16)
+    probe_name = f".autolabel-path-probe-{token[:8]}"
+    probe = out_dir / probe_name
+    probe.write_text(token)
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        check = ray.remote(_path_problems)
+        refs = [
+            check.options(
+                num_cpus=0,
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+            ).remote(str(dataroot), str(out_dir), probe_name, token)
+            for n in nodes
+        ]
+        found = [
+            f"node {n['NodeManagerAddress']} ({n['NodeID'][:12]}): {problem}"
+            for n, problems in zip(nodes, ray.get(refs), strict=True)
+            for problem in problems
+        ]
+    finally:
+        probe.unlink(missing_ok=True)
+    if found:
+        raise ClusterPathError("the cluster cannot run this job:\n  " + "\n  ".join(found))
+    return len(nodes)
