@@ -16,6 +16,7 @@ STAGE_COLUMNS: dict[str, dict[str, str]] = {
     "read": {"frames": "frames", "images": "images"},
     "detect": {"frames": "frames", "objects": "boxes"},
     "track": {"objects": "tracks"},
+    "refine": {"objects": "tracks_out", "kept": "tracks_out", "rejected": "tracks_rejected"},
     "attributes": {"objects": "rows", "kept": "tracks", "rejected": "tracks_rejected"},
     "segment": {"images": "images", "objects": "masks"},
     "visibility": {"objects": "candidates", "kept": "kept", "rejected": "rejected"},
@@ -23,10 +24,10 @@ STAGE_COLUMNS: dict[str, dict[str, str]] = {
     "qa": {"frames": "keyframes", "qa": "records"},
 }
 COLUMN_NOTES = (
-    "objects: detect boxes, track tracks, attributes rows (kept/rejected: tracks), segment "
-    "masks, visibility candidate views, marks regions; frames of marks and qa: QA keyframes; "
-    "seconds: the stage's own work (wall, in tasks and actors), cpu: its CPU seconds, "
-    "compile: numba compilation on first use in a process (start-up, not in seconds)"
+    "objects: detect boxes, track tracks, refine tracks kept, attributes rows (kept/rejected: "
+    "tracks), segment masks, visibility candidate views, marks regions; frames of marks and qa: "
+    "QA keyframes; seconds: the stage's own work (wall, in tasks and actors), cpu: its CPU "
+    "seconds, compile: numba compilation on first use in a process (start-up, not in seconds)"
 )
 
 

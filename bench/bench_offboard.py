@@ -91,8 +91,9 @@ def score(run_dir: Path, dataroot, version, nusc, clips, dets, tracks) -> dict:
         }
     )
     aps = det["mean_dist_aps"]
-    objects = len(
-        {tid for clip in clips for f in clip.frames for tid in f.ground_truth.boxes.track_id}
+    # Ground-truth track ids index each clip's own instances: count per clip.
+    objects = sum(
+        len({tid for f in clip.frames for tid in f.ground_truth.boxes.track_id}) for clip in clips
     )
     n_tracks = sum(len(np.unique(np.concatenate([b.track_id for b in t]))) for t in tracks)
     car = det["label_tp_errors"]["car"]

@@ -62,7 +62,8 @@ class RefineSummary:
     boxes_filled: int
 
     def counts(self) -> dict[str, int]:
-        return dict(vars(self))
+        """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
+        return {**vars(self), "tracks_rejected": self.tracks_in - self.tracks_out}
 
 
 def group_quantile(group: np.ndarray, values: np.ndarray, n_groups: int, q: float) -> np.ndarray:
