@@ -16,7 +16,11 @@ def bearing_deg(xy_ego: np.ndarray) -> np.ndarray:
     through a rotated pose, lands a rounding error to either side of the branch cut.
     """
     xy = np.asarray(xy_ego, dtype=np.float64)
-    deg = np.degrees(np.arctan2(xy[..., 1], xy[..., 0]))
+    # Contiguous copies: numpy's vectorised arctan2 on strided views can differ in the last bit
+    # with where the operands sit in memory (seen on AVX-512 machines), and outputs must be
+    # byte-identical between runs.
+    y, x = np.ascontiguousarray(xy[..., 1]), np.ascontiguousarray(xy[..., 0])
+    deg = np.degrees(np.arctan2(y, x))
     return np.where(deg <= -180.0 + 1e-9, 180.0, deg)
 
 
