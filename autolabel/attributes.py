@@ -423,6 +423,20 @@ def _validate_tracks(tracks: Sequence[Boxes3D], n_frames: int) -> None:
             raise ValueError(f"tracks[{f}]: a track id occurs more than once in the frame")
 
 
+def _rotate_transposed(rot: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``R^T v`` for stacks (..., 3, 3) and (..., 3), summed in a fixed order.
+
+    ``np.einsum`` may sum these three products in a different order depending on how its
+    operands happen to be aligned in memory, which changes the last bit between two runs of the
+    same input; written out, the result is the same bytes every time.
+    """
+    return (
+        rot[..., 0, :] * v[..., 0, None]
+        + rot[..., 1, :] * v[..., 1, None]
+        + rot[..., 2, :] * v[..., 2, None]
+    )
+
+
 def compute_attributes(
     timestamps_s: np.ndarray,
     global_SE3_ego: Sequence[SE3] | np.ndarray,
@@ -467,9 +481,9 @@ def compute_attributes(
 
     # Global -> ego of the row's frame: p_ego = R^T (p_global - t).
     rot_row, trans_row = rot[frame_of_row], trans[frame_of_row]
-    center_ego = np.einsum("nji,nj->ni", rot_row, boxes.center_m - trans_row)
+    center_ego = _rotate_transposed(rot_row, boxes.center_m - trans_row)
     heading_global = np.stack([np.cos(boxes.yaw_rad), np.sin(boxes.yaw_rad), np.zeros(n)], axis=1)
-    heading_ego = np.einsum("nji,nj->ni", rot_row, heading_global)
+    heading_ego = _rotate_transposed(rot_row, heading_global)
     yaw_ego = wrap_angle(stable_math.arctan2(heading_ego[:, 1], heading_ego[:, 0]))
 
     # Velocity over ground in the global frame: the tracker's, else the track's displacement.
@@ -479,9 +493,9 @@ def compute_attributes(
     tracker_ok = np.all(np.isfinite(boxes.velocity_mps), axis=1)
     use_tracker = tracker_ok if cfg.velocity_from == "tracker" else np.zeros(n, bool)
     vel_global = np.where(use_tracker[:, None], boxes.velocity_mps, vel_from_positions)
-    vel_ego = np.einsum(
-        "nji,nj->ni", rot_row, np.concatenate([vel_global, np.zeros((n, 1))], axis=1)
-    )[:, :2]
+    vel_ego = _rotate_transposed(rot_row, np.concatenate([vel_global, np.zeros((n, 1))], axis=1))[
+        :, :2
+    ]
     speed = np.hypot(vel_global[:, 0], vel_global[:, 1])
 
     ego_vel = _finite_difference(trans[:, :2], np.ones(n_frames, bool), t)
@@ -515,8 +529,8 @@ def compute_attributes(
     future_present = frame_ok[frame_of_row] & (future_row >= 0)
     future_row = np.where(future_present, future_row, 0)
     fut_frame = future_frame_row
-    center_future_ego = np.einsum(
-        "nkji,nkj->nki", rot[fut_frame], boxes.center_m[future_row] - trans[fut_frame]
+    center_future_ego = _rotate_transposed(
+        rot[fut_frame], boxes.center_m[future_row] - trans[fut_frame]
     )
     future_distance = np.where(
         future_present, np.hypot(center_future_ego[..., 0], center_future_ego[..., 1]), np.nan

@@ -345,11 +345,14 @@ def refine_tracks(
     size_row = size[t_of_row]
     center = np.column_stack([center_xy, bottom + size_row[:, 2] / 2])
 
+    # Rounded to a micrometre / microradian: numpy's vectorised sin, cos and arctan2 may differ
+    # in the last bit with the memory alignment of their operands, which must not reach the
+    # outputs (same input and config give the same bytes).
     out = Boxes3D(
-        center_m=center,
-        size_wlh_m=size_row,
-        yaw_rad=wrap_angle(yaw),
-        velocity_mps=velocity,
+        center_m=np.round(center, 6),
+        size_wlh_m=np.round(size_row, 6),
+        yaw_rad=wrap_angle(np.round(yaw, 6)),
+        velocity_mps=np.round(velocity, 6),
         label=label[t_of_row],
         score=track_score[t_of_row],
         track_id=rows.track_id,
