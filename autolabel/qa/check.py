@@ -46,6 +46,7 @@ from autolabel.attributes import ObjectAttributes
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.qa.candidates import GROUP_SUBJECTS
 from autolabel.qa.confidence import (
+    HEADING_QUANTITIES,
     MOTION_QUANTITIES,
     ConfidenceModel,
     ViewEvidence,
@@ -778,9 +779,14 @@ class _ClipChecker:
         if self._perturbed is None:
             self._perturbed = perturbation_set(self.attrs, self.model, self.clip)
         margin = answer_margin(
-            qt, res, lambda attrs: dataclasses.replace(q, attrs=attrs, cache={}), self._perturbed
+            qt,
+            res,
+            lambda attrs: dataclasses.replace(q, attrs=attrs, cache={}),
+            self._perturbed,
+            self.model,
         )
-        _, parts = self.evidence.of(q.rows, qt.quantity.name in MOTION_QUANTITIES)
+        name = qt.quantity.name
+        _, parts = self.evidence.of(q.rows, name in MOTION_QUANTITIES, name in HEADING_QUANTITIES)
         for i, (rec, _) in enumerate(batch):
             if not usable[i]:
                 continue

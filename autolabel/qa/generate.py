@@ -22,6 +22,7 @@ from autolabel.classes import DETECTION_CLASSES
 from autolabel.qa.appearance import RegionColours, best_view_colour
 from autolabel.qa.candidates import GROUP_SUBJECTS, Candidates, ClipRegions, enumerate_candidates
 from autolabel.qa.confidence import (
+    HEADING_QUANTITIES,
     MOTION_QUANTITIES,
     ViewEvidence,
     answer_margin,
@@ -274,7 +275,10 @@ class _ClipGenerator:
         for the valid candidates whose evidence reaches ``min_confidence``, its answer margin."""
         present = cands.regions >= 0
         rows = np.where(present, self.table.attr_row[np.maximum(cands.regions, 0)], -1)
-        subject, parts = self.evidence.of(rows, qt.quantity.name in MOTION_QUANTITIES)
+        name = qt.quantity.name
+        subject, parts = self.evidence.of(
+            rows, name in MOTION_QUANTITIES, name in HEADING_QUANTITIES
+        )
         conf = subject.min(axis=1) if rows.shape[1] else np.ones(len(cands))
         margin = np.full(len(cands), np.nan)
         need = np.flatnonzero(res.valid & (conf >= self.config.min_confidence))
@@ -286,7 +290,9 @@ class _ClipGenerator:
                 return quantity_input(attrs, self.table, sub, qt.params, {}, sub_lab)
 
             base = qt.quantity(make_input(self.attrs))
-            margin[need] = answer_margin(qt, base, make_input, self.perturbed())
+            margin[need] = answer_margin(
+                qt, base, make_input, self.perturbed(), self.config.confidence
+            )
             conf = conf.copy()
             conf[need] = np.minimum(conf[need], margin[need])
         return conf, margin, parts

@@ -28,7 +28,7 @@ from calib import stable_math
 
 #: ``QAConfig.min_confidence`` by default: chosen on synthetic validation seeds (never on the
 #: real clips that are the test); see ``bench/bench_label_quality.py``.
-DEFAULT_MIN_CONFIDENCE = 0.5
+DEFAULT_MIN_CONFIDENCE = 0.6
 
 
 @dataclass
