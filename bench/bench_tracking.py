@@ -8,7 +8,8 @@
 
 For each detector setting (``gt`` with its default noise, ``lidar``; ``--settings`` adds the
 noise-free ``gt``) every clip is detected once; the same detections are tracked by our Pub tracker
-(default config, and max_age=3) and, with ``--peer``, by CenterPoint's ``PubTracker``
+(default config; max_age=3; and with each box's detection score as its tracking score, the
+tracker before track scores) and, with ``--peer``, by CenterPoint's ``PubTracker``
 (``tools/nusc_tracking/pub_tracker.py``, imported from the given folder) with max_age 3 and 40.
 Each run is written as ``RUN/<clip>/labels/tracking.json`` and scored with the devkit
 (``autolabel.evaluation.tracking``).
@@ -32,6 +33,7 @@ import copy
 import importlib.util
 import io
 import math
+import os
 import sys
 import tempfile
 import time
@@ -139,6 +141,53 @@ def best_seconds(fn, repeat: int) -> float:
     return best
 
 
+_COLD_START = """
+import sys, time
+t0 = time.perf_counter()
+import numpy as np
+{imports}
+rng = np.random.default_rng(0)
+times = np.arange(40) * 0.5
+xy = rng.uniform(-50, 50, (40, 60, 2))
+{run}
+print(time.perf_counter() - t0)
+"""
+_OURS_IMPORTS = "from autolabel.boxes import Boxes3D\nfrom trackers.pub_tracker import PubTracker"
+_OURS_RUN = """dets = [Boxes3D(center_m=np.column_stack([p, np.zeros(60)]), size_wlh_m=np.ones((60, 3)),
+    yaw_rad=np.zeros(60), velocity_mps=np.zeros((60, 2)), label=np.zeros(60, dtype=np.int64),
+    score=rng.random(60), frame="global") for p in xy]
+PubTracker().track_clip(times, dets)"""
+_PEER_IMPORTS = "sys.path.insert(0, {folder!r})\nfrom pub_tracker import PubTracker"
+_PEER_RUN = """frames = [[{"translation": [x, y, 0.0], "velocity": [0.0, 0.0], "detection_name": "car",
+    "detection_score": s} for (x, y), s in zip(p, rng.random(60))] for p in xy]
+tracker = PubTracker(max_age=40)
+for f, t in zip(frames, np.diff(times, prepend=0.0)):
+    [o for o in tracker.step_centertrack(f, t) if o["active"]]"""
+
+
+def cold_start_line(peer: Path | None) -> str:
+    """Seconds from a fresh interpreter to one 40-keyframe clip of 60 boxes tracked, ours and the
+    peer's: imports included (ours imports nuscenes-devkit through ``autolabel.classes``, which
+    the pipeline's reader has imported before the track stage), numba's start-up and the cached
+    kernels' loading (which the ``lidar`` detector's kernels pay first in the pipeline)."""
+    import subprocess
+
+    def run(code: str) -> float:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+        return float(out.stdout.strip().splitlines()[-1])
+
+    ours = run(_COLD_START.format(imports=_OURS_IMPORTS, run=_OURS_RUN))
+    line = f"cold start (fresh process, import + one 40-keyframe clip): ours {ours:.2f} s"
+    if peer is not None:
+        imports = _PEER_IMPORTS.format(folder=str(peer.resolve()))
+        theirs = run(_COLD_START.format(imports=imports, run=_PEER_RUN))
+        line += f", CenterPoint {theirs:.2f} s"
+    return line
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataroot", type=Path)
@@ -184,6 +233,7 @@ def main() -> None:
         trackers = [
             (f"ours (max_age={ours.max_age})", "ours", ours),
             ("ours (max_age=3)", "ours", PubTrackerConfig(max_age=3)),
+            ("ours, detection scores", "ours", PubTrackerConfig(track_score_length=0)),
         ]
         if peer_cls is not None:
             trackers += [
@@ -269,6 +319,7 @@ def main() -> None:
         print(
             "* first track_clip of the process: loads the cached numba kernels (once per process)"
         )
+        print(cold_start_line(args.peer))
 
 
 if __name__ == "__main__":
