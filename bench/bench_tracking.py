@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autolabel.boxes import Boxes3D  # noqa: E402
-from autolabel.classes import DETECTION_CLASSES  # noqa: E402
+from autolabel.classes import DETECTION_CLASSES, TRACKING_CLASSES  # noqa: E402
 from trackers.pub_tracker import PubTracker, PubTrackerConfig  # noqa: E402
 from trackers.tracking_results import write_tracking_submission  # noqa: E402
 
@@ -117,6 +117,12 @@ def peer_tracks(dets: list[Boxes3D], rows_ids: list[list]) -> list[Boxes3D]:
         sub.track_id = np.array([tid for _, tid in pairs], dtype=np.int64)
         tracked.append(sub)
     return tracked
+
+
+def tracking_class_tracks(tracks: list[Boxes3D]) -> int:
+    """Number of tracks of the tracking benchmark's classes (the others are not submitted)."""
+    ids = [t.track_id[np.isin(t.class_name, TRACKING_CLASSES)] for t in tracks]
+    return len(np.unique(np.concatenate(ids))) if ids else 0
 
 
 def generate_dataset(out_dir: Path, clips: int, seed: int) -> tuple[Path, str]:
@@ -267,7 +273,7 @@ def main() -> None:
                         tracks = peer_tracks(
                             dets, run_peer(peer_cls, config, times, peer_inputs(dets))
                         )
-                    n_tracks += len(np.unique(np.concatenate([t.track_id for t in tracks])))
+                    n_tracks += tracking_class_tracks(tracks)
                     write_tracking_submission(
                         run_dir / name / "labels" / "tracking.json", tokens, tracks, detector.meta
                     )
