@@ -239,7 +239,7 @@ def main() -> None:
         trackers = [
             (f"ours (max_age={ours.max_age})", "ours", ours),
             ("ours (max_age=3)", "ours", PubTrackerConfig(max_age=3)),
-            ("ours, detection scores", "ours", PubTrackerConfig(track_score_length=0)),
+            ("ours, track scores (length 3)", "ours", PubTrackerConfig(track_score_length=3)),
         ]
         if peer_cls is not None:
             trackers += [

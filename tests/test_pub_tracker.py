@@ -413,10 +413,10 @@ def test_tracked_boxes_carry_their_track_score_or_the_detection_score():
     objects = [{"start": (0.0, 0.0), "vel": (5.0, 0.0), "score": 0.6}]
     frames = _frames(objects, 4)
     frames[1].score[:] = 0.2
-    tracked = _track(frames)
+    tracked = _track(frames, PubTrackerConfig(track_score_length=3))
     expected = np.mean([0.6, 0.2, 0.6, 0.6]) * (1 - np.exp(-4 / 3))
     np.testing.assert_allclose([t.score[0] for t in tracked], expected, rtol=1e-6)
-    plain = _track(frames, PubTrackerConfig(track_score_length=0))
+    plain = _track(frames)  # the default: CenterPoint's detection scores
     np.testing.assert_allclose([t.score[0] for t in plain], [0.6, 0.2, 0.6, 0.6], rtol=1e-6)
     with pytest.raises(ValueError, match="track_score_length"):
         PubTrackerConfig(track_score_length=-1)

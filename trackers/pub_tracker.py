@@ -130,7 +130,9 @@ class PubTrackerConfig:
         track_score_length: every box of a track is scored by the track's evidence, the mean
             detection score of its boxes times ``1 - exp(-boxes / track_score_length)``, so a
             long, confidently detected track outranks a short one made of the same scores (the
-            labeller sees the whole clip); 0 keeps each box's detection score (CenterPoint).
+            labeller sees the whole clip); 0 (the default) keeps each box's detection score
+            (CenterPoint). The pipeline's ``refine`` stage scores tracks this way itself, from
+            the detection scores; set it here for ``refine: none``.
     """
 
     max_age: int = 40
@@ -141,7 +143,7 @@ class PubTrackerConfig:
     new_track_min_score: float = 0.0
     static_classes: tuple[str, ...] = DEFAULT_STATIC_CLASSES
     velocity_half_window: int = 2
-    track_score_length: float = 3.0
+    track_score_length: float = 0.0
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_age) or self.max_age < 1:
