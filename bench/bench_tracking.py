@@ -8,8 +8,8 @@
 
 For each detector setting (``gt`` with its default noise, ``lidar``; ``--settings`` adds the
 noise-free ``gt``) every clip is detected once; the same detections are tracked by our Pub tracker
-(default config; max_age=3; and with each box's detection score as its tracking score, the
-tracker before track scores) and, with ``--peer``, by CenterPoint's ``PubTracker``
+(default config, each box's detection score as its tracking score; max_age=3; and with track
+scores, ``track_score_length`` 3) and, with ``--peer``, by CenterPoint's ``PubTracker``
 (``tools/nusc_tracking/pub_tracker.py``, imported from the given folder) with max_age 3 and 40.
 Each run is written as ``RUN/<clip>/labels/tracking.json`` and scored with the devkit
 (``autolabel.evaluation.tracking``).
