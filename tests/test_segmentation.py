@@ -432,3 +432,19 @@ def test_geometric_segmenter_trims_the_boundary_to_the_object(ellipse_scene):
     assert refined > geometric + 0.05 and refined > 0.85
     assert not (result.masks[0] & ~g.masks[0]).any()  # never outside the geometry
     assert own_return_recall(result.masks, seeds)[0] == pytest.approx(result.score[0], abs=1e-6)
+
+
+def test_image_geometry_lidar_decides_where_it_saw_the_object():
+    from autolabel.segmentation.geometry import image_geometry
+
+    # B's hull covers A's right part, but a return at A's own depth falls there: the LiDAR saw A
+    # through B's (too large) hull, so that pixel stays in A's mask; the rest of the overlap,
+    # without returns, goes to the nearer B as the box z-buffer says.
+    hulls = [rect_polygon(20, 40, 120, 100), rect_polygon(90, 30, 150, 110)]
+    seen = np.array([[100.5, 60.5, 20.0]], np.float32)
+    g = image_geometry(
+        hulls, np.array([20.0, 10.0]), np.array([19.0, 9.0]), seen, (WIDTH, HEIGHT), 0, 0.5
+    )
+    assert g.masks[0, 60, 100] and not g.masks[0, 61, 100] and not g.masks[0, 60, 101]
+    assert g.geometric_px[0] == 6000 - 1800 + 1 and g.lidar_occluded_px[0] == 0
+    assert g.masks[1, 60, 100]  # a farther return does not hide B
