@@ -334,7 +334,7 @@ def run(
     scenes: str = typer.Option("", help="Comma-separated scene names (default: all)."),
     detector: str = typer.Option(None, help="Detector backend (lidar, gt, results, bevfusion)."),
     tracker: str = typer.Option(None, help="Tracker (pub)."),
-    segmenter: str = typer.Option(None, help="Segmenter backend (lidar, sam2)."),
+    segmenter: str = typer.Option(None, help="Segmenter backend (geometric, lidar, sam2)."),
     config: Path = typer.Option(None, help="YAML run config (PipelineConfig fields, 'ray')."),
     ray: str = typer.Option(
         None,

@@ -142,18 +142,30 @@ class SegmentOptions:
             skipped (nothing a mask or a question could use).
         min_in_image_fraction: objects with less of their projected box inside the image are
             skipped.
-        seed_sweeps: LiDAR sweeps whose points inside the box seed the segmenter (1: the
-            keyframe's own; more smear moving objects).
+        seed_sweeps: LiDAR sweeps whose points inside the box are the object's own returns (1:
+            the keyframe's own; 2, the default: also the sweep before it, so the returns bracket
+            the cameras' capture times, which precede the keyframe sweep). Each sweep is tested
+            against the box moved back by the track's velocity to that sweep's time.
         motion_compensate: move each box (and its seed points) by its track velocity from the
             LiDAR time to the camera's capture time before projecting (cameras fire up to
             ~50 ms away from the LiDAR in nuScenes).
+        occluder_min_height_m: LiDAR returns lower than this above the ego ground plane (ego z,
+            metres) are road, never an occluder; the rest may hide an object (the LiDAR-depth
+            occlusion share).
+        occluder_radius_deg: angle around a LiDAR return (about the beam spacing) whose pixels
+            it speaks for, degrees (pixels = focal length x tan).
+        occluder_margin_m: a return hides an object where it is more than this nearer than the
+            object's nearest box corner, metres.
     """
 
-    max_distance_m: float = 60.0
+    max_distance_m: float = 150.0
     min_box_px: float = 16.0
     min_in_image_fraction: float = 0.0
-    seed_sweeps: int = 1
+    seed_sweeps: int = 2
     motion_compensate: bool = True
+    occluder_min_height_m: float = 0.3
+    occluder_radius_deg: float = 0.25
+    occluder_margin_m: float = 0.5
 
     def __post_init__(self) -> None:
         if not self.max_distance_m > 0:
@@ -166,6 +178,12 @@ class SegmentOptions:
             )
         if self.seed_sweeps < 1:
             raise ValueError(f"seed_sweeps: must be >= 1, got {self.seed_sweeps}")
+        if not 0 < self.occluder_radius_deg <= 5:
+            raise ValueError(
+                f"occluder_radius_deg: must be in (0, 5], got {self.occluder_radius_deg}"
+            )
+        if self.occluder_margin_m < 0:
+            raise ValueError(f"occluder_margin_m: must be >= 0, got {self.occluder_margin_m}")
 
 
 @dataclass(frozen=True)
@@ -218,9 +236,11 @@ class PipelineConfig:
             ``refine_options``: ``autolabel.refine.RefineConfig`` fields.
         labels: which tracks become labels (``TrackFilterOptions``).
         attributes: ``autolabel.attributes.AttributeConfig`` fields.
-        segmenter: segmentation backend (``lidar``, ``sam2``); ``segmenter_options``: its options.
+        segmenter: segmentation backend (``geometric``, ``lidar``, ``sam2``);
+            ``segmenter_options``: its options.
         segment: which projected objects are segmented (``SegmentOptions``).
-        visibility: ``autolabel.visibility.VisibilityConfig`` thresholds.
+        visibility: ``autolabel.visibility.VisibilityConfig`` thresholds; keys not given take
+            the segmenter's defaults (``autolabel.visibility.visibility_defaults``).
         marks: ``autolabel.set_of_mark.MarkStyle`` of the Set-of-Mark images.
         marks_stitched: also write the stitched six-camera view per keyframe.
         qa: ``autolabel.qa.QAConfig`` (its ``seed`` is this config's ``seed``).
@@ -237,7 +257,7 @@ class PipelineConfig:
     refine_options: dict = field(default_factory=dict)
     labels: TrackFilterOptions = field(default_factory=TrackFilterOptions)
     attributes: Any = None
-    segmenter: str = "lidar"
+    segmenter: str = "geometric"
     segmenter_options: dict = field(default_factory=dict)
     segment: SegmentOptions = field(default_factory=SegmentOptions)
     visibility: Any = None
@@ -251,7 +271,7 @@ class PipelineConfig:
             raise ConfigError(f"seed: must be an integer >= 0, got {self.seed!r}")
         attribute_cls, visibility_cls, mark_cls, qa_cls = _stage_configs()
         self.attributes = _section(self.attributes, attribute_cls, "attributes")
-        self.visibility = _section(self.visibility, visibility_cls, "visibility")
+        self.visibility = _visibility_section(self.visibility, self.segmenter)
         self.marks = _section(self.marks, mark_cls, "marks")
         qa = _section(self.qa, qa_cls, "qa")
         if qa.seed not in (0, self.seed):
@@ -302,9 +322,25 @@ class PipelineConfig:
 
 #: Segmenter name -> (module, options dataclass), to validate options without building the model.
 _SEGMENTER_CONFIGS = {
+    "geometric": ("autolabel.segmentation.geometric", "GeometricConfig"),
     "lidar": ("autolabel.segmentation.lidar_seeded", "LidarSeededConfig"),
     "sam2": ("autolabel.segmentation.sam2_backend", "Sam2Config"),
 }
+
+
+def _visibility_section(value: Any, segmenter: str) -> Any:
+    """The visibility thresholds: the segmenter's defaults, overridden by the keys given."""
+    from autolabel.visibility import VisibilityConfig, visibility_defaults
+
+    if isinstance(value, VisibilityConfig):
+        return value
+    defaults = visibility_defaults(segmenter)
+    if value is None:
+        return defaults
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"visibility: expected a mapping, got {type(value).__name__}")
+    merged = {**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)}, **value}
+    return dataclass_from_mapping(VisibilityConfig, merged, "visibility")
 
 
 def _section(value: Any, cls: type, key: str) -> Any:

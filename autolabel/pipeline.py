@@ -131,41 +131,47 @@ def clip_input_files(clip: Clip) -> list[Path]:
 
 
 def check_input_files(clip: Clip) -> None:
-    """Every sensor file exists and is non-empty; every LiDAR file holds whole points; every
-    JPEG/PNG image has its format's signature and end marker (``image_files``).
+    """Every LiDAR file exists, is non-empty and holds whole points; every camera image that is
+    there has its format's signature and end marker (``image_files``): a truncated or foreign
+    file would decode to wrong pixels without a word. A missing or empty image is not an error
+    here: it loses its own views only (the segment stage gives them empty masks and the
+    visibility summary names the image).
 
     Raises:
         InputFileError: naming the first bad file.
     """
     lidar = {f.lidar.path for f in clip.frames} | {s.path for f in clip.frames for s in f.sweeps}
-    for path in clip_input_files(clip):
+    for path in sorted(lidar):
         try:
             size = os.path.getsize(path)
         except OSError:
             raise InputFileError(path, "sensor file is missing") from None
         if size == 0:
             raise InputFileError(path, "sensor file is empty")
-        if path in lidar and size % LIDAR_POINT_BYTES:
+        if size % LIDAR_POINT_BYTES:
             raise InputFileError(
                 path,
                 f"{size} bytes is not a whole number of {LIDAR_POINT_BYTES}-byte LiDAR points "
                 "(truncated?)",
             )
-        if path not in lidar:
+    images = {img.path for f in clip.frames for img in f.cameras.values()}
+    for path in sorted(images):
+        if os.path.isfile(path) and os.path.getsize(path) > 0:
             problem = image_file_problem(path)
             if problem:
                 raise InputFileError(path, problem)
 
 
 def inputs_digest(clip: Clip) -> dict[str, Any]:
-    """sha256 over the clip's sensor files (relative paths and contents), and their count."""
+    """sha256 over the clip's sensor files (relative paths and contents; a missing camera image
+    hashes as 'missing'), and their count."""
     h = hashlib.sha256()
     files = clip_input_files(clip)
     root = Path(clip.dataroot) if clip.dataroot else None
     for path in files:
         rel = path.relative_to(root) if root and path.is_relative_to(root) else path
         h.update(str(rel).encode())
-        h.update(file_sha256(path).encode())
+        h.update(file_sha256(path).encode() if path.is_file() else b"missing")
     return {
         "dataroot": str(clip.dataroot),
         "version": clip.version,

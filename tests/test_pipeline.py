@@ -143,7 +143,8 @@ def test_every_output_and_the_manifest(dataset, first_run):
         assert manifest["stages"]["visibility"]["counts"]["kept"] == kept
         assert (table["rejected_by"] == "").sum() == kept
         assert set(table.loc[~table["keep"], "rejected_by"]) <= {
-            "IN_IMAGE", "LIDAR_POINTS", "MASK_SCORE", "BOX_IOU", "COVERAGE", "VISIBLE_PIXELS"
+            "IN_IMAGE", "LIDAR_POINTS", "MASK_SCORE", "BOX_IOU", "COVERAGE", "VISIBLE_PIXELS",
+            "HULL_OCCLUDED", "LIDAR_OCCLUDED",
         }  # fmt: skip
         vis_summary = json.loads((clip_dir / "visibility_summary.json").read_text())
         assert vis_summary["kept"] == kept and vis_summary["candidates"] == len(views)
@@ -227,7 +228,7 @@ def test_bad_clips_are_reported_and_the_others_complete(dataset, tmp_path):
     lidar = root / sample_data(scenes[0], 2, "LIDAR_TOP")["filename"]
     data = lidar.read_bytes()
     lidar.write_bytes(data[: len(data) - 7])
-    # Clip 1: a missing camera image.
+    # Clip 1: a missing camera image loses that image's views only.
     image = root / sample_data(scenes[1], 1, "CAM_FRONT")["filename"]
     image.unlink()
     # Clip 3: a broken record of a JSON table (an ego pose without its rotation).
@@ -242,9 +243,18 @@ def test_bad_clips_are_reported_and_the_others_complete(dataset, tmp_path):
     status = {c.clip: c for c in summary.clips}
     assert status[scenes[2]].status == "done"
     assert (out / scenes[2] / MANIFEST).is_file()
+    assert status[scenes[1]].status == "done"
+    summary_1 = json.loads((out / scenes[1] / "visibility_summary.json").read_text())
+    assert [(u["frame_index"], u["camera"]) for u in summary_1["unreadable_images"]] == [
+        (1, "CAM_FRONT")
+    ]
+    assert str(image) in summary_1["unreadable_images"][0]["error"]
+    lost = pq.read_table(out / scenes[1] / "visibility.parquet").to_pandas()
+    lost = lost[~lost.image_readable]
+    assert len(lost) and set(lost.camera) == {"CAM_FRONT"} and set(lost.frame_index) == {1}
+    assert (lost.rejected_by == "IMAGE").all()
     expected = {
         scenes[0]: (str(lidar), "not a whole number"),
-        scenes[1]: (str(image), "missing"),
         scenes[3]: (str(table_path), "rotation"),
     }
     recorded = {c["clip"]: c for c in json.loads((out / SUMMARY).read_text())["clips"]}

@@ -327,7 +327,7 @@ def test_box_marks_on_the_real_cam_back_left_image():
     region = record.row_region_id
     assert region[np.argmin(depth)] == 0
     image = cv2.imread(str(jpeg))
-    style = MarkStyle()
+    style = MarkStyle(label_height_fraction=0.0)  # MetaVQA's fixed label size
     out = render_marks(image, region, boxes_2d=boxes, style=style)
     layout = layout_labels(region, box_masks(boxes, *image.shape[:2]), (1600, 900), style)
     for i in range(len(anns)):
@@ -406,3 +406,25 @@ def test_pipeline_marks_carry_the_ids_of_regions_json_over_their_objects(synth_r
                     assert v0 - reach <= cv <= v1 + reach, (clip, k, camera, reg)
                     read += 1
     assert read >= 5
+
+
+def test_label_size_follows_the_image_height():
+    from autolabel.set_of_mark import _FONT, style_for_image
+
+    style = MarkStyle()
+    for height in (1080, 900):
+        sized = style_for_image(style, height)
+        digit_px = cv2.getTextSize("0", _FONT, sized.font_scale, sized.font_thickness)[0][1]
+        assert digit_px >= 0.04 * height - 1, (height, digit_px)
+        assert sized.line_thickness_px > style.line_thickness_px
+    assert style_for_image(style, 270) == style  # small images keep the fixed sizes
+    assert style_for_image(MarkStyle(label_height_fraction=0.0), 1080) == MarkStyle(
+        label_height_fraction=0.0
+    )
+    # The label drawn on a 1920 x 1080 image is as tall as the layout says, about 4 % of it.
+    image = np.zeros((1080, 1920, 3), np.uint8)
+    boxes = np.array([[400.0, 300.0, 1000.0, 800.0]])
+    out = render_marks(image, [0], boxes_2d=boxes, style=style)
+    rect = layout_labels([0], box_masks(boxes, 1080, 1920), (1920, 1080), style).rect[0]
+    assert rect[3] - rect[1] >= 0.05 * 1080
+    assert (out[rect[1] + 1, rect[0] + 1] == region_colours_bgr(np.array([0]))[0]).all()
