@@ -59,6 +59,9 @@ def small_image_config(width_px: int, height_px: int, **fields: Any) -> Pipeline
         line_thickness_px=max(1, round(base.marks.line_thickness_px * scale)),
         label_padding_px=max(1, round(base.marks.label_padding_px * scale)),
         small_box_area_px=round(base.marks.small_box_area_px * area, 1),
+        # The sizes above are already this image's: growing them again by its height would make
+        # labels collide on small images.
+        label_height_fraction=0.0,
     )
     return base
 

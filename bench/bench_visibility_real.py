@@ -239,7 +239,8 @@ def run_segment_visibility(clip, config, frames: list[int] | None = None, out_di
 
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="bench_visibility_real_"))
     ctx = stages.StageContext(clip, config, out_dir / clip.name)
-    for _, stage in stages.STAGES[:3]:  # detect, track, attributes
+    names = [name for name, _ in stages.STAGES]
+    for _, stage in stages.STAGES[: names.index("attributes") + 1]:  # detect .. attributes
         stage(ctx)
     labels = ctx.results["label_tracks"]
     if frames is not None:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from autolabel.set_of_mark import MarkStyle, region_colours_bgr, text_colours_bgr
+from autolabel.set_of_mark import (
+    MarkStyle,
+    region_colours_bgr,
+    style_for_image,
+    text_colours_bgr,
+)
 
 #: Summed |BGR difference| from the background above which a pixel is ink.
 INK_THRESHOLD = 60
@@ -22,7 +27,8 @@ INK_THRESHOLD = 60
 
 def label_template(text: str, region_id: int, style: MarkStyle) -> np.ndarray:
     """(h, w, 3) uint8 BGR: ``text`` written as the style writes labels on region
-    ``region_id``'s colour (``label_background="region"``), cropped to the ink and one pixel."""
+    ``region_id``'s colour (``label_background="region"``), cropped to the ink (a neighbouring
+    label may cover the background around it)."""
     background = region_colours_bgr(region_id)
     (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, 1)
     pad = 4 * style.font_thickness + 4
@@ -39,7 +45,7 @@ def label_template(text: str, region_id: int, style: MarkStyle) -> np.ndarray:
     )
     ink = np.abs(canvas.astype(np.int64) - background.astype(np.int64)).sum(-1) > INK_THRESHOLD
     rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
-    return canvas[rows[0] - 1 : rows[-1] + 2, cols[0] - 1 : cols[-1] + 2]
+    return canvas[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
 
 
 def find_template(image_bgr: np.ndarray, template: np.ndarray) -> np.ndarray:
@@ -57,6 +63,8 @@ def find_template(image_bgr: np.ndarray, template: np.ndarray) -> np.ndarray:
 
 
 def find_label(image_bgr: np.ndarray, region_id: int, style: MarkStyle) -> np.ndarray:
-    """(K, 2) centres of every label of region ``region_id`` (its id on its colour)."""
+    """(K, 2) centres of every label of region ``region_id`` (its id on its colour), drawn with
+    ``style`` as sized for this image's height (``style_for_image``)."""
+    style = style_for_image(style, image_bgr.shape[0])
     text = style.label_format.format(id=int(region_id))
     return find_template(image_bgr, label_template(text, region_id, style))

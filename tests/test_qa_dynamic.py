@@ -108,7 +108,12 @@ def clip(tmp_path_factory):
         return None if bgr is None else bgr[:, :, ::-1]
 
     colours = measure_region_colours(regions, read)
-    cfg = QAConfig(per_keyframe_cap=3, per_clip_type_cap=48, per_clip_type_class_cap=16)
+    cfg = QAConfig(
+        min_confidence=0.0,  # the answers themselves; the gate is tested on its own
+        per_keyframe_cap=3,
+        per_clip_type_cap=48,
+        per_clip_type_class_cap=16,
+    )
     records = generate_clip_qa(attrs, regions, meta, cfg, TEMPLATES, colours)
     return {"root": root, "attrs": attrs, "regions": regions, "meta": meta, "records": records}
 
@@ -175,6 +180,7 @@ def test_lane_change_known_by_hand(clip):
     [t - 1.5, t + 3] s: it holds the whole change for 7 <= t <= 8.5 (right, -3.5 m) and none of
     it for t <= 4 or t >= 11.5 (no lane change, no shift)."""
     cfg = QAConfig(
+        min_confidence=0.0,  # the answers themselves; the gate is tested on its own
         per_keyframe_cap=10, per_clip_type_cap=1000, per_clip_type_class_cap=100,
         types=("act_lane_change",),
     )  # fmt: skip
@@ -196,6 +202,7 @@ def test_lane_change_known_by_hand(clip):
 def test_two_camera_object_counted_once(clip):
     # The truck stands where the front and front-left cameras overlap (early in the clip).
     cfg = QAConfig(
+        min_confidence=0.0,  # the answers themselves; the gate is tested on its own
         per_keyframe_cap=10, per_clip_type_cap=1000, per_clip_type_class_cap=100,
         types=("cnt_visible",),
     )  # fmt: skip
