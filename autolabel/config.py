@@ -257,7 +257,7 @@ class PipelineConfig:
     refine_options: dict = field(default_factory=dict)
     labels: TrackFilterOptions = field(default_factory=TrackFilterOptions)
     attributes: Any = None
-    segmenter: str = "geometric"
+    segmenter: str = "lidar"
     segmenter_options: dict = field(default_factory=dict)
     segment: SegmentOptions = field(default_factory=SegmentOptions)
     visibility: Any = None
