@@ -281,3 +281,29 @@ def test_rekeyed_ids_never_read_as_leaks(tmp_path):
     assert len(set(ids)) == len(ids)
     (tmp_path / "ids.json").write_text(json.dumps(ids))
     assert scan_release(tmp_path) == []
+
+
+def test_release_refuses_images_that_no_longer_hash_as_the_manifest_says(built, tmp_path):
+    """Issue 20.10: an image changed since the run is named, nothing is released."""
+    data = tmp_path / "data"
+    shutil.copytree(built["dataroot"], data)
+    manifest = json.loads((built["run"] / "synth-0000" / "manifest.json").read_text())
+    rel = sorted(k for k in manifest["inputs"]["file_sha256"] if "CAM_FRONT/" in k)[0]
+    image = cv2.imread(str(data / rel))
+    image[0, 0] = 255 - image[0, 0]
+    assert cv2.imwrite(str(data / rel), image)
+    with pytest.raises(ValueError, match=re.escape(str((data / rel).resolve()))):
+        build_release(built["run"], tmp_path / "rel", _config(dataroot=str(data)))
+    assert not (tmp_path / "rel").exists()
+
+
+def test_release_refuses_a_relative_dataroot_in_the_manifest(built, tmp_path):
+    """Issue 20.10: a relative dataroot would be resolved against this process's folder."""
+    run = tmp_path / "run"
+    shutil.copytree(built["run"], run)
+    path = run / "synth-0000" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["inputs"]["dataroot"] = "data"
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="relative"):
+        build_release(run, tmp_path / "rel", _config())
