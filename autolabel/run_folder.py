@@ -87,10 +87,13 @@ def run_folder_lock(out_dir: str | Path) -> Iterator[Path]:
     Two runs writing one folder with different configs would each finish and leave one's manifest
     over the other's labels. The lock is an ``flock`` on ``OUT/.autolabel-run.lock``, released
     when the process exits, however it ends (a killed run leaves no stale lock to clear).
+    A folder this call created is removed again if the run leaves nothing in it (a dataset that
+    fails to open), so a mistyped dataroot does not leave an empty ``OUT`` behind.
 
     Raises:
         RunFolderError: another process holds the lock.
     """
+    created = not Path(out_dir).exists()
     out = check_out_dir(out_dir)
     path = out / LOCK_FILE
     while True:
@@ -115,3 +118,5 @@ def run_folder_lock(out_dir: str | Path) -> Iterator[Path]:
     finally:
         Path(path).unlink(missing_ok=True)
         os.close(fd)
+        if created and not any(out.iterdir()):
+            out.rmdir()

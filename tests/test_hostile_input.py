@@ -56,7 +56,7 @@ def test_a_second_run_into_a_held_folder_is_refused(corpus, tmp_path):
     error = concurrent_run_refused(ds, tmp_path / "run")
     assert "another autolabel run is writing into this folder" in error
     assert str(tmp_path / "run") in error
-    assert not any(p.is_dir() for p in (tmp_path / "run").iterdir())  # no clip started
+    assert not (tmp_path / "run").exists()  # no clip started; the empty folder is not left
 
 
 @pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
@@ -150,6 +150,18 @@ def test_an_unusable_out_is_one_line_before_any_clip(corpus, tmp_path):
     assert result.exit_code == 2
     assert f"{out}: the run folder is a file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_dataset_that_fails_to_open_leaves_no_empty_out_behind(tmp_path):
+    out = tmp_path / "new" / "run"
+    with pytest.raises(Exception, match="nowhere"):
+        run_pipeline(tmp_path / "nowhere", VERSION, out, None, fast_config(), progress=False)
+    assert not out.exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(Exception, match="nowhere"):
+        run_pipeline(tmp_path / "nowhere", VERSION, kept, None, fast_config(), progress=False)
+    assert kept.is_dir() and list(kept.iterdir()) == []
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
