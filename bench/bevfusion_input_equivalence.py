@@ -307,6 +307,14 @@ def run_info_file(args, cfg) -> Table:
             c for c in MMDET3D_CAMERA_ORDER if Path(ref_info["images"][c]["img_path"]).is_file()
         ]
         table.note("images", f"sample {frame.token[:8]}: images present {present}")
+        if args.stand_in_image:
+            # Pixels from one file for both sides: what is compared is the camera matrices.
+            for info in (ref_info, our_info):
+                for c in MMDET3D_CAMERA_ORDER:
+                    if c not in present:
+                        info["images"][c]["img_path"] = str(args.stand_in_image)
+            present = list(MMDET3D_CAMERA_ORDER)
+            table.note("images", f"missing images read from {args.stand_in_image} on both sides")
         if not present:
             continue
         ref_info["images"] = {c: ref_info["images"][c] for c in present}
@@ -337,6 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=LIDAR_CAM_CONFIG)
     parser.add_argument("--info", help="an existing mmdet3d v2 info file (no converter run)")
     parser.add_argument("--image-resize", type=float, default=None)
+    parser.add_argument(
+        "--stand-in-image",
+        help="with --info: read this image for every missing image file, on both sides",
+    )
     parser.add_argument("--samples", type=int, default=None, help="compare the first N samples")
     parser.add_argument("--work", default="/tmp/bevfusion_equivalence")
     parser.add_argument("--tol", type=float, default=1e-5)
