@@ -40,7 +40,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.camera_views import CameraViews, build_camera_views
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.clip import Clip
-from autolabel.config import PipelineConfig
+from autolabel.config import ConfigError, PipelineConfig
 
 DETECTION_FILE = "labels/detection.json"
 TRACKING_FILE = "labels/tracking.json"
@@ -60,6 +60,17 @@ IMAGE_RNG_SEED = 0x5EED
 
 Counts = dict[str, int]
 StageResult = tuple[Counts, list[str]]
+
+
+def check_sweeps_read(detector: str, earlier_sweeps: int, max_sweeps: int) -> None:
+    """Refuse a run whose reader lists fewer sweeps per keyframe than its detector loads (the
+    model would silently get fewer than it was trained with)."""
+    if max_sweeps < earlier_sweeps + 1:
+        raise ConfigError(
+            f"read.max_sweeps: detector {detector!r} loads {earlier_sweeps} sweeps before each "
+            f"keyframe's own, but read.max_sweeps is {max_sweeps}; set it to at least "
+            f"{earlier_sweeps + 1}"
+        )
 
 
 class Models:
@@ -86,7 +97,9 @@ class Models:
         if self._detector is None:
             from detectors import get_detector
 
-            self._detector = get_detector(self.config.detector, self.config.detector_options)
+            detector = get_detector(self.config.detector, self.config.detector_options)
+            check_sweeps_read(detector.name, detector.earlier_sweeps, self.config.read.max_sweeps)
+            self._detector = detector
         return self._detector
 
     def tracker(self):

@@ -30,6 +30,9 @@ class Detector(ABC):
     name: ClassVar[str]
     #: The submission ``meta`` block: which inputs the backend used (set per instance if needed).
     meta: dict[str, bool] = submission_meta(use_lidar=True)
+    #: LiDAR sweeps before the keyframe's own that the backend reads per keyframe, where the log
+    #: has them (``Frame.sweeps``); a run refuses ``read.max_sweeps`` below this plus one.
+    earlier_sweeps: int = 0
 
     @abstractmethod
     def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:
