@@ -123,6 +123,22 @@ def test_output_is_byte_identical_across_runs(tmp_path, dataset):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
+def test_a_run_without_any_detection_scores_zero_instead_of_crashing(tmp_path, dataset):
+    """The devkit's box filter fails on an empty prediction set ("Invalid box type: None"); a
+    run whose refine stage dropped every track still has a score: every AP 0, every TP error 1."""
+    written, nusc = dataset
+    run = _run(tmp_path, written, nusc, GtReplayConfig(noise=None))
+    for scene in written.scene_names:
+        path = run / scene / "labels" / "detection.json"
+        data = json.loads(path.read_text())
+        data["results"] = {token: [] for token in data["results"]}
+        path.write_text(json.dumps(data))
+    summary = evaluate_detection(run, written.root, written.layout.version, nusc=nusc)
+    assert summary["mean_ap"] == 0.0 and summary["nd_score"] == 0.0
+    assert set(summary["mean_dist_aps"].values()) == {0.0}
+    assert summary["tp_errors"]["trans_err"] == pytest.approx(1.0)
+
+
 def test_missing_results_and_unknown_scenes_are_clear_errors(tmp_path, dataset):
     written, nusc = dataset
     run = _run(tmp_path, written, nusc, GtReplayConfig(noise=None))

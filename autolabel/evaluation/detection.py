@@ -95,7 +95,12 @@ def _scene_detection_eval_class():
             self.gt_boxes = load_gt_of_sample_tokens(nusc, sample_tokens, DetectionBox, verbose)
             self.pred_boxes = add_center_dist(nusc, self.pred_boxes)
             self.gt_boxes = add_center_dist(nusc, self.gt_boxes)
-            self.pred_boxes = filter_eval_boxes(nusc, self.pred_boxes, config.class_range, verbose)
+            # The devkit's filter reads the class field off the first box and fails on an empty
+            # set ("Invalid box type: None"); an empty set has nothing to filter and scores AP 0.
+            if self.pred_boxes.all:
+                self.pred_boxes = filter_eval_boxes(
+                    nusc, self.pred_boxes, config.class_range, verbose
+                )
             self.gt_boxes = filter_eval_boxes(nusc, self.gt_boxes, config.class_range, verbose)
             self.sample_tokens = self.gt_boxes.sample_tokens
 
