@@ -296,6 +296,8 @@ class ImageMasks:
             no return on the hull).
         own_returns: (n,) int64 the object's own LiDAR returns projected into the image.
         own_return_recall: (n,) share of those inside the mask (NaN without returns).
+        image_score: (n,) image evidence that the object is there (the geometric segmenter's, for
+            untrusted tracks; NaN where not measured).
         stats: the masks' visibility measurements (``visibility.mask_statistics``), taken while
             the masks are in memory so that the visibility stage does not decode them again.
         error: why the image could not be read ('' when it was); its views get empty masks.
@@ -308,6 +310,7 @@ class ImageMasks:
     lidar_occluded_share: np.ndarray
     own_returns: np.ndarray
     own_return_recall: np.ndarray
+    image_score: np.ndarray
     stats: Any = None
     error: str = ""
 
@@ -315,14 +318,16 @@ class ImageMasks:
 #: Per-view arrays of ``ImageMasks`` gathered by ``write_masks`` into ``ctx.results``.
 IMAGE_MASK_FIELDS = (
     "score", "hull_px", "hull_occluded_share", "lidar_occluded_share", "own_returns",
-    "own_return_recall",
+    "own_return_recall", "image_score",
 )  # fmt: skip
 
 
 def prepare_views(ctx: StageContext) -> CameraViews:
-    """The CPU part before segmentation: every labelled box projected into every camera."""
+    """The CPU part before segmentation: every labelled box projected into every camera, and each
+    view's track score (``ctx.results["view_track_score"]``)."""
     views = build_camera_views(ctx.clip, ctx.results["label_tracks"], ctx.config.segment)
     ctx.results["views"] = views
+    ctx.results["view_track_score"] = view_track_scores(views, ctx.results["label_tracks"])
     return views
 
 
@@ -357,6 +362,7 @@ def segment_images(
     views: CameraViews,
     images: Sequence[tuple[int, int, np.ndarray]],
     options=None,
+    track_score: np.ndarray | None = None,
 ) -> list[ImageMasks]:
     """The model part of segmentation: masks of the views of each (frame, camera, rows) image.
 
@@ -369,6 +375,8 @@ def segment_images(
 
     Args:
         options: ``SegmentOptions`` (occluder disc and margin); the defaults when None.
+        track_score: (V,) each view's track score (``view_track_scores``), the segmenter's
+            ``"track_score"`` prompt; not given when None.
     """
     import cv2
 
@@ -402,13 +410,18 @@ def segment_images(
         if error:
             masks = np.zeros((len(rows), height_px, width_px), bool)
             score = np.zeros(len(rows), np.float32)
+            image_score = np.full(len(rows), np.nan, np.float32)
         else:
-            result = segmenter.segment(
-                rgb,
-                views.box_clipped_px[rows],
-                {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry},
-            )
+            prompts = {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry}
+            if track_score is not None:
+                prompts["track_score"] = track_score[rows]
+            result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
             masks, score = result.masks, result.score
+            image_score = (
+                np.full(len(rows), np.nan, np.float32)
+                if result.image_score is None
+                else result.image_score.astype(np.float32)
+            )
         out.append(
             ImageMasks(
                 rles=encode_masks(masks),
@@ -418,6 +431,7 @@ def segment_images(
                 lidar_occluded_share=geometry.lidar_occluded_share,
                 own_returns=np.array([len(s) for s in seeds], np.int64),
                 own_return_recall=own_return_recall(masks, seeds),
+                image_score=image_score,
                 stats=mask_statistics(
                     views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px)
                 ),
@@ -495,7 +509,12 @@ def segment_stage(ctx: StageContext) -> StageResult:
     """Masks of every labelled object in every camera image -> ``masks/``."""
     views = prepare_views(ctx)
     masks = segment_images(
-        ctx.models.segmenter(), ctx.clip, views, views.image_rows(), ctx.config.segment
+        ctx.models.segmenter(),
+        ctx.clip,
+        views,
+        views.image_rows(),
+        ctx.config.segment,
+        ctx.results["view_track_score"],
     )
     return write_masks(ctx, views, masks)
 
@@ -513,6 +532,13 @@ def _rule_names() -> np.ndarray:
     return names
 
 
+#: Per-view evidence ``evaluate_views`` passes on to ``evaluate_visibility`` when present.
+OPTIONAL_EVIDENCE = (
+    "hull_occluded_share", "lidar_occluded_share", "image_readable", "track_score",
+    "image_support",
+)  # fmt: skip
+
+
 def evaluate_views(
     views: CameraViews,
     rles: list[dict[str, Any]],
@@ -524,7 +550,8 @@ def evaluate_views(
     images told apart by ``image_id`` so that only objects of one image occlude each other).
 
     ``evidence`` (``ctx.results["mask_evidence"]``) brings the occlusion shares and which images
-    were readable; without it those rules are skipped."""
+    were readable, and ``track_score`` each view's track score (``view_track_scores``); without
+    them those rules are skipped."""
     from autolabel.visibility import VisibilityDecision, evaluate_visibility
 
     n = len(views)
@@ -536,11 +563,7 @@ def evaluate_views(
     merged: dict[str, np.ndarray] = {}
     for size in np.unique(sizes, axis=0):
         rows = np.flatnonzero(np.all(sizes == size, axis=1))
-        optional = {
-            key: evidence[key][rows]
-            for key in ("hull_occluded_share", "lidar_occluded_share", "image_readable")
-            if key in evidence
-        }
+        optional = {key: evidence[key][rows] for key in OPTIONAL_EVIDENCE if key in evidence}
         if "mask_stats" in evidence:
             optional["mask_stats"] = evidence["mask_stats"].rows(rows)
         decision = evaluate_visibility(
@@ -584,7 +607,30 @@ VISIBILITY_COLUMNS = {
     "evidence": "'lidar+geometry', or 'geometry' for an object with no own return in the image "
     "(judged by its hull and the box z-buffer alone)",
     "image_readable": "the camera image could be read (False: the view lost, IMAGE rule)",
+    "image_score": "image evidence that the object is there (geometric segmenter, tracks scoring "
+    "below its image_evidence_below: the LiDAR-seeded GrabCut's calibrated score); NaN: not "
+    "measured",
+    "image_support": "share of the track's views with an image_score whose image_score exceeds "
+    "min_image_score (IMAGE_EVIDENCE); NaN: none measured (rule skipped)",
+    "track_score": "score of the view's label track (refine's track score, or the mean detection "
+    "score; ground-truth replay: 1); NaN: not known (TRACK_SCORE skipped)",
 }
+
+
+def view_track_scores(views: CameraViews, tracks: Sequence[Boxes3D]) -> np.ndarray:
+    """(V,) float64 score of each view's box (its label track's score at that keyframe; NaN for a
+    view whose box is not among ``tracks``, one ``Boxes3D`` per keyframe)."""
+    out = np.full(len(views), np.nan)
+    for f, boxes in enumerate(tracks):
+        rows = np.flatnonzero(views.frame_index == f)
+        if len(rows) == 0 or len(boxes) == 0:
+            continue
+        order = np.argsort(boxes.track_id, kind="stable")
+        ids = np.asarray(boxes.track_id)[order]
+        at = np.clip(np.searchsorted(ids, views.track_id[rows]), 0, len(ids) - 1)
+        found = ids[at] == views.track_id[rows]
+        out[rows[found]] = np.asarray(boxes.score, np.float64)[order][at[found]]
+    return out
 
 
 def visibility_stage(ctx: StageContext) -> StageResult:
@@ -597,16 +643,23 @@ def visibility_stage(ctx: StageContext) -> StageResult:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from autolabel.visibility import RULE_ORDER, summarize
+    from autolabel.visibility import RULE_ORDER, summarize, track_image_support
 
     views: CameraViews = ctx.results["views"]
     rles, score = ctx.results["masks"]
-    evidence = ctx.results.get("mask_evidence", {})
+    evidence = dict(ctx.results.get("mask_evidence", {}))
+    if "view_track_score" in ctx.results:
+        evidence["track_score"] = ctx.results["view_track_score"]
+    if "image_score" in evidence:
+        evidence["image_support"] = track_image_support(
+            views.track_id, evidence["image_score"], ctx.config.visibility.min_image_score
+        )
     decision = evaluate_views(views, rles, score, ctx.config.visibility, evidence)
     ctx.results["visible"] = decision.keep
     measured = (
         "in_image_fraction", "box_iou", "coverage", "mask_score", "lidar_points", "mask_px",
         "visible_px", "hull_occluded_share", "lidar_occluded_share", "image_readable",
+        "track_score", "image_support",
     )  # fmt: skip
     n = len(views)
     own_returns = evidence.get("own_returns", np.zeros(n, np.int64))
@@ -625,6 +678,7 @@ def visibility_stage(ctx: StageContext) -> StageResult:
             "hull_px": pa.array(evidence.get("hull_px", np.zeros(n, np.int64))),
             "own_returns": pa.array(own_returns),
             "own_return_recall": pa.array(evidence.get("own_return_recall", np.full(n, np.nan))),
+            "image_score": pa.array(evidence.get("image_score", np.full(n, np.nan))),
             "evidence": pa.array(np.where(own_returns > 0, "lidar+geometry", "geometry")),
         }
     )

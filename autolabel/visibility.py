@@ -7,17 +7,27 @@ Rules (each configurable, checked in this order; a candidate is kept when none f
 1. ``IN_IMAGE``: at least ``min_in_image_fraction`` of the projected 2D box lies in the image.
 2. ``LIDAR_POINTS``: at least ``min_lidar_points`` LiDAR points inside the 3D box (MetaVQA drops
    objects "scanned by less than five rays of Lidar", seed 004, A.1).
-3. ``MASK_SCORE``: the segmenter's mask score exceeds ``min_mask_score`` (STRIDE-QA: SAM 2.1's
+3. ``TRACK_SCORE``: the view's track scores at least ``min_track_score`` (the label track's score:
+   the refine stage's track score, or the detection score; ground-truth replay scores 1).
+4. ``IMAGE_EVIDENCE``: where the segmenter measured image evidence that the object is there
+   (``image_score``), at least ``min_image_support`` of the track's measured views have
+   ``image_score > min_image_score`` (``track_image_support``). A segmenter that decides presence
+   from geometry cannot tell a detector's false positive (a bush boxed as a truck) from an object:
+   both have a hull and LiDAR returns; the geometric one measures image evidence for the tracks it
+   does not trust (``GeometricConfig.image_evidence_below``). The rule judges the track, not the
+   view: a colour model fails on some views of real objects (a dark car on asphalt), and a
+   track's views then stay consistent across cameras and keyframes.
+5. ``MASK_SCORE``: the segmenter's mask score exceeds ``min_mask_score`` (STRIDE-QA: SAM 2.1's
    predicted IoU > 0.8, seed 003).
-4. ``BOX_IOU``: IoU of the projected box (clipped to the image) and the mask's tight box exceeds
+6. ``BOX_IOU``: IoU of the projected box (clipped to the image) and the mask's tight box exceeds
    ``min_box_iou`` (STRIDE-QA: > 0.3).
-5. ``COVERAGE``: the fraction of the mask's pixels inside the projected box exceeds
+7. ``COVERAGE``: the fraction of the mask's pixels inside the projected box exceeds
    ``min_coverage`` (STRIDE-QA: > 0.8).
-6. ``VISIBLE_PIXELS``: at least ``min_visible_px`` pixels of the object remain after z-buffering
+8. ``VISIBLE_PIXELS``: at least ``min_visible_px`` pixels of the object remain after z-buffering
    against nearer objects of the same image (MetaVQA: a visible object has >= 1,200 pixels).
-7. ``HULL_OCCLUDED``: at most ``max_hull_occluded_share`` of the object's projected 3D box hull is
+9. ``HULL_OCCLUDED``: at most ``max_hull_occluded_share`` of the object's projected 3D box hull is
    covered by nearer annotated boxes' hulls (box z-buffer; skipped when not given).
-8. ``LIDAR_OCCLUDED``: at most ``max_lidar_occluded_share`` of the LiDAR-covered part of the hull
+10. ``LIDAR_OCCLUDED``: at most ``max_lidar_occluded_share`` of the LiDAR-covered part of the hull
    has a return nearer than the object (something unannotated the LiDAR saw in front: a wall, a
    bush, a parked trailer); skipped where no return falls on the hull (geometry alone).
 
@@ -54,6 +64,8 @@ class VisibilityRule(enum.IntFlag):
     HULL_OCCLUDED = 64
     LIDAR_OCCLUDED = 128
     IMAGE = 256
+    TRACK_SCORE = 512
+    IMAGE_EVIDENCE = 1024
 
 
 #: The order in which rules are checked; ``first_failed_rule`` is the first failing one.
@@ -61,6 +73,8 @@ RULE_ORDER: tuple[VisibilityRule, ...] = (
     VisibilityRule.IMAGE,
     VisibilityRule.IN_IMAGE,
     VisibilityRule.LIDAR_POINTS,
+    VisibilityRule.TRACK_SCORE,
+    VisibilityRule.IMAGE_EVIDENCE,
     VisibilityRule.MASK_SCORE,
     VisibilityRule.BOX_IOU,
     VisibilityRule.COVERAGE,
@@ -85,6 +99,11 @@ class VisibilityConfig:
             projected boxes instead, as MetaVQA does for nuScenes images without masks.
         max_hull_occluded_share: share of the hull covered by nearer boxes' hulls, at most.
         max_lidar_occluded_share: share of the LiDAR-covered hull with a nearer return, at most.
+        min_track_score: the view's track score, at least (skipped where no score is given).
+        min_image_score: a view supports its track when the segmenter's image evidence is
+            strictly greater.
+        min_image_support: share of a track's measured views that support it, at least (skipped
+            for tracks without measured views).
     """
 
     min_box_iou: float = 0.3
@@ -96,11 +115,15 @@ class VisibilityConfig:
     zbuffer_with: str = "mask"
     max_hull_occluded_share: float = 0.9
     max_lidar_occluded_share: float = 0.7
+    min_track_score: float = 0.0
+    min_image_score: float = 0.0
+    min_image_support: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
             "min_box_iou", "min_coverage", "min_mask_score", "min_in_image_fraction",
-            "max_hull_occluded_share", "max_lidar_occluded_share",
+            "max_hull_occluded_share", "max_lidar_occluded_share", "min_track_score",
+            "min_image_score", "min_image_support",
         ):  # fmt: skip
             value = getattr(self, name)
             if (
@@ -131,6 +154,8 @@ class VisibilityDecision:
         mask_box_2d: (N, 4) tight box of the mask, NaN for empty masks.
         image_readable: bool, the view's camera image could be read.
         hull_occluded_share, lidar_occluded_share: float64 as given (NaN: not measured).
+        track_score: float64 the view's track score as given (NaN: not given).
+        image_support: float64 the track's image support as given (NaN: not measured).
     """
 
     keep: np.ndarray
@@ -147,6 +172,8 @@ class VisibilityDecision:
     image_readable: np.ndarray
     hull_occluded_share: np.ndarray
     lidar_occluded_share: np.ndarray
+    track_score: np.ndarray
+    image_support: np.ndarray
 
     def __len__(self) -> int:
         return len(self.keep)
@@ -278,6 +305,8 @@ def evaluate_visibility(
     lidar_occluded_share: np.ndarray | None = None,
     image_readable: np.ndarray | None = None,
     mask_stats: MaskStatistics | None = None,
+    track_score: np.ndarray | None = None,
+    image_support: np.ndarray | None = None,
 ) -> VisibilityDecision:
     """Apply the visibility rules to N (image, object) candidates.
 
@@ -300,6 +329,9 @@ def evaluate_visibility(
         image_readable: (N,) bool, whether each view's image could be read; all when None.
         mask_stats: the masks' measurements already computed (``mask_statistics``, e.g. by the
             segment stage); ``masks`` is then not decoded and may be None.
+        track_score: (N,) score of each view's track; NaN entries, or None, skip ``TRACK_SCORE``.
+        image_support: (N,) share of each view's track's image-checked views with image evidence
+            (``track_image_support``); NaN entries, or None, skip ``IMAGE_EVIDENCE``.
 
     Returns:
         A ``VisibilityDecision`` with one entry per candidate, in input order.
@@ -357,6 +389,8 @@ def evaluate_visibility(
     fraction = in_image_fraction(boxes, width_px, height_px)
     hull_share = _optional(hull_occluded_share, n, "hull_occluded_share")
     lidar_share = _optional(lidar_occluded_share, n, "lidar_occluded_share")
+    track = _optional(track_score, n, "track_score")
+    support = _optional(image_support, n, "image_support")
     readable = (
         np.ones(n, bool) if image_readable is None else np.asarray(image_readable, bool).reshape(-1)
     )
@@ -366,6 +400,8 @@ def evaluate_visibility(
         VisibilityRule.LIDAR_POINTS: (
             np.zeros(n, bool) if points is None else points < cfg.min_lidar_points
         ),
+        VisibilityRule.TRACK_SCORE: track < cfg.min_track_score,
+        VisibilityRule.IMAGE_EVIDENCE: support < cfg.min_image_support,
         VisibilityRule.MASK_SCORE: ~(score > cfg.min_mask_score),
         VisibilityRule.BOX_IOU: ~(iou > cfg.min_box_iou),
         VisibilityRule.COVERAGE: ~(coverage > cfg.min_coverage),
@@ -394,7 +430,32 @@ def evaluate_visibility(
         image_readable=readable,
         hull_occluded_share=hull_share,
         lidar_occluded_share=lidar_share,
+        track_score=track,
+        image_support=support,
     )
+
+
+def track_image_support(
+    track_key: np.ndarray, image_score: np.ndarray, min_image_score: float
+) -> np.ndarray:
+    """(N,) per view: the share of its track's views with measured image evidence (non-NaN
+    ``image_score``) whose evidence exceeds ``min_image_score``; NaN for a track with none.
+
+    Args:
+        track_key: (N,) int track id of each view (all views of a clip).
+        image_score: (N,) the segmenter's image evidence per view, NaN where not measured.
+        min_image_score: a view supports its track above this.
+    """
+    score = np.asarray(image_score, np.float64).reshape(-1)
+    _, track = np.unique(np.asarray(track_key).reshape(-1), return_inverse=True)
+    measured = np.isfinite(score)
+    n_measured = np.bincount(track, weights=measured, minlength=track.max(initial=-1) + 1)
+    n_support = np.bincount(
+        track, weights=measured & (score > min_image_score), minlength=len(n_measured)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = n_support / n_measured
+    return np.where(n_measured > 0, share, np.nan)[track]
 
 
 def _optional(values: np.ndarray | None, n: int, name: str) -> np.ndarray:
@@ -408,9 +469,18 @@ def _optional(values: np.ndarray | None, n: int, name: str) -> np.ndarray:
 
 #: Thresholds that differ from ``VisibilityConfig``'s defaults, per segmenter. The geometric
 #: segmenter's score is own-return recall x unoccluded hull share, not a predicted IoU: its
-#: threshold was measured on PandaSet-002 (``bench/bench_visibility_real.py``).
+#: threshold and the visible pixels (500 at 1920 x 1080: a far car a person still sees) were
+#: measured on PandaSet-002 keyframes 0-7 (``bench/bench_visibility_real.py``); the track-score
+#: and image-evidence thresholds, which only apply to a detector's tracks, on the synthetic demo
+#: and the same keyframes with the ``lidar`` detector (``autolabel eval qa``).
 SEGMENTER_VISIBILITY: dict[str, dict] = {
-    "geometric": {"min_mask_score": 0.3},
+    "geometric": {
+        "min_mask_score": 0.3,
+        "min_visible_px": 500,
+        "min_track_score": 0.4,
+        "min_image_score": 0.7,
+        "min_image_support": 0.25,
+    },
     "lidar": {},
     "sam2": {},
 }

@@ -97,7 +97,11 @@ class SegmenterWorker:
         images = run.ctx.results["image_batches"][batch]
         masks, lap, exc = timed(
             lambda: segment_images(
-                self.models.segmenter(), run.ctx.clip, run.ctx.results["views"], images
+                self.models.segmenter(),
+                run.ctx.clip,
+                run.ctx.results["views"],
+                images,
+                track_score=run.ctx.results.get("view_track_score"),
             )
         )
         if exc is not None:  # recorded for the clip; the actor keeps serving others

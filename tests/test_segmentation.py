@@ -448,3 +448,42 @@ def test_image_geometry_lidar_decides_where_it_saw_the_object():
     assert g.masks[0, 60, 100] and not g.masks[0, 61, 100] and not g.masks[0, 60, 101]
     assert g.geometric_px[0] == 6000 - 1800 + 1 and g.lidar_occluded_px[0] == 0
     assert g.masks[1, 60, 100]  # a farther return does not hide B
+
+
+def test_geometric_segmenter_measures_image_evidence_for_untrusted_tracks(ellipse_scene):
+    from autolabel.segmentation.geometric import GeometricConfig, GeometricSegmenter
+    from autolabel.segmentation.geometry import image_geometry
+
+    image, truth, box = ellipse_scene
+    # A second box on bare background (a detector's false positive), returns spread over it.
+    ghost = np.array([235.0, 20.0, 300.0, 70.0])
+    ghost_mask = np.zeros_like(truth)
+    ghost_mask[20:70, 235:300] = True
+    boxes = np.stack([box, ghost])
+    g = image_geometry(
+        [rect_polygon(*box), rect_polygon(*ghost)], np.array([10.0, 12.0]),
+        np.array([9.0, 11.0]), np.zeros((0, 3), np.float32), (WIDTH, HEIGHT), 1, 0.5,
+    )  # fmt: skip
+    seeds = [seeds_in(truth, step=9), seeds_in(ghost_mask, step=9)]
+    prompts = {"points_uv": seeds, "geometry": g, "depth_m": np.array([10.0, 12.0])}
+    segmenter = GeometricSegmenter()
+    plain = segmenter.segment(image, boxes, prompts)
+    assert plain.image_score is None  # no track scores: nothing to judge by the image
+    checked = segmenter.segment(image, boxes, {**prompts, "track_score": np.array([0.5, 0.5])})
+    # Presence and masks stay geometric; the image evidence is the LiDAR-seeded GrabCut's score,
+    # and it caps the score of the objects it checked.
+    np.testing.assert_array_equal(checked.masks, plain.masks)
+    cv2.setRNGSeed(0)
+    colour = LidarSeededSegmenter().segment(image, boxes, prompts)
+    np.testing.assert_allclose(checked.image_score, colour.score, atol=1e-6)
+    assert checked.image_score[0] > 0.7 > checked.image_score[1]
+    np.testing.assert_allclose(checked.score, np.minimum(plain.score, colour.score), atol=1e-6)
+    uncapped = GeometricSegmenter(GeometricConfig(image_caps_score=False))
+    kept = uncapped.segment(image, boxes, {**prompts, "track_score": np.array([0.5, 0.5])})
+    np.testing.assert_array_equal(kept.score, plain.score)
+    # A trusted track (at or above image_evidence_below) is not checked.
+    trusted = segmenter.segment(image, boxes, {**prompts, "track_score": np.array([0.8, 0.5])})
+    assert np.isnan(trusted.image_score[0])
+    assert trusted.image_score[1] == pytest.approx(checked.image_score[1], abs=1e-6)
+    with pytest.raises(ValueError, match=r"track_score'\] has 1 values for 2 boxes"):
+        segmenter.segment(image, boxes, {**prompts, "track_score": np.array([0.5])})

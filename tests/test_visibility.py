@@ -126,6 +126,8 @@ def test_summary_counts_every_rule():
         "IMAGE": 0,
         "IN_IMAGE": 1,
         "LIDAR_POINTS": 1,
+        "TRACK_SCORE": 0,
+        "IMAGE_EVIDENCE": 0,
         "MASK_SCORE": 1,
         "BOX_IOU": 1,
         "COVERAGE": 1,
@@ -160,6 +162,46 @@ def test_occlusion_and_image_rules_reject_their_own_object():
     assert np.isnan(d.lidar_occluded_share[0]) and d.image_readable.tolist() == readable.tolist()
 
 
+def test_track_score_rule_rejects_untrusted_tracks_only():
+    # Four passing 50 x 50 objects; only their track scores differ.
+    boxes = np.array([[10.0 + 60 * k, 10.0, 60.0 + 60 * k, 60.0] for k in range(4)])
+    masks = np.stack([rect_mask(*(int(x) for x in b)) for b in boxes])
+    track = np.array([0.9, 0.3, 0.5, np.nan])  # 0.5 reaches 0.5; NaN: no score, skipped
+    args = (boxes, masks, np.full(4, 0.95), np.full(4, 10.0), (W, H), np.full(4, 50))
+    cfg = VisibilityConfig(min_visible_px=100, min_track_score=0.5)
+    d = evaluate_visibility(*args, config=cfg, track_score=track)
+    assert [d.failed_rule_names(i) for i in range(4)] == [[], ["TRACK_SCORE"], [], []]
+    np.testing.assert_array_equal(d.track_score, track)
+    # Without scores (or with the default threshold 0) the rule never fails.
+    assert evaluate_visibility(*args, config=cfg).keep.all()
+    assert evaluate_visibility(
+        *args, config=VisibilityConfig(min_visible_px=100), track_score=track
+    ).keep.all()
+
+
+def test_image_evidence_rule_judges_the_track_by_its_supporting_views():
+    from autolabel.visibility import track_image_support
+
+    # Track 7: 1 of 4 measured views above 0.7 (0.7 itself is not above); track 8: 0 of 2;
+    # track 9: nothing measured (a trusted track), so its rule is skipped.
+    track = np.array([7, 7, 7, 7, 8, 8, 9])
+    score = np.array([0.9, 0.7, 0.2, 0.5, 0.6, 0.1, np.nan])
+    support = track_image_support(track, score, 0.7)
+    np.testing.assert_allclose(support[:6], [0.25] * 4 + [0.0] * 2)
+    assert np.isnan(support[6])
+    boxes = np.array([[10.0 + 60 * k, 10.0, 60.0 + 60 * k, 60.0] for k in range(7)])
+    masks = np.stack([rect_mask(*(int(x) for x in b)) for b in boxes])
+    d = evaluate_visibility(
+        boxes, masks, np.full(7, 0.95), np.full(7, 10.0), (W, H), np.full(7, 50),
+        config=VisibilityConfig(min_visible_px=100, min_image_support=0.25),
+        image_support=support,
+    )  # fmt: skip
+    # Every view of track 7 is kept, the weak ones too; track 8 loses both.
+    assert d.keep.tolist() == [True] * 4 + [False] * 2 + [True]
+    assert d.failed_rule_names(4) == ["IMAGE_EVIDENCE"]
+    np.testing.assert_array_equal(d.image_support, support)
+
+
 def test_segmenter_defaults_and_overrides():
     from autolabel.config import PipelineConfig
     from autolabel.visibility import visibility_defaults
@@ -168,6 +210,10 @@ def test_segmenter_defaults_and_overrides():
     assert VisibilityConfig().min_mask_score == 0.8 and VisibilityConfig().min_box_iou == 0.3
     geometric = visibility_defaults("geometric")
     assert geometric.min_mask_score < 0.8
+    # Only the geometric segmenter checks track scores and image evidence (its presence comes
+    # from geometry, which a detector's false positive has too).
+    assert geometric.min_track_score > 0 and geometric.min_image_support > 0
+    assert VisibilityConfig().min_track_score == 0 and VisibilityConfig().min_image_support == 0
     cfg = PipelineConfig(segmenter="geometric", visibility={"min_box_iou": 0.4})
     assert cfg.visibility.min_box_iou == 0.4
     assert cfg.visibility.min_mask_score == geometric.min_mask_score

@@ -36,10 +36,14 @@ class SegmentationResult:
     Attributes:
         masks: (N, H, W) bool, True on the pixels of each object.
         score: (N,) float32 in [0, 1], the predicted IoU of each mask with the true visible mask.
+        image_score: (N,) float32, image evidence that each object is there, measured by backends
+            whose score uses no colour (the geometric one, for tracks it does not trust); NaN
+            where not measured; None when the backend measures none.
     """
 
     masks: np.ndarray
     score: np.ndarray
+    image_score: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.masks.ndim != 3 or self.masks.dtype != np.bool_:
@@ -51,6 +55,11 @@ class SegmentationResult:
             raise ValueError(
                 f"SegmentationResult.score: expected ({len(self.masks)},) float32, got "
                 f"{self.score.shape} {self.score.dtype}"
+            )
+        if self.image_score is not None and self.image_score.shape != self.score.shape:
+            raise ValueError(
+                f"SegmentationResult.image_score: expected ({len(self.masks)},), got "
+                f"{self.image_score.shape}"
             )
 
     def __len__(self) -> int:
@@ -81,6 +90,8 @@ class Segmenter(Protocol):
                 axis, metres; backends that resolve overlaps give a shared pixel to the nearest.
                 ``"geometry"``: the image's ``geometry.ImageGeometry`` (z-buffered hulls, LiDAR
                 occlusion, geometric masks); the geometric segmenter needs it, others ignore it.
+                ``"track_score"``: (N,) score of each object's track (the geometric segmenter
+                measures image evidence for the tracks it does not trust); others ignore it.
 
         Returns:
             SegmentationResult with (N, H, W) masks and (N,) scores.
@@ -114,7 +125,7 @@ def validate_segment_inputs(
             f"segment: boxes_2d rows {bad.tolist()} have u_max < u_min or v_max < v_min"
         )
     prompts = prompts or {}
-    unknown = set(prompts) - {"points_uv", "depth_m", "geometry"}
+    unknown = set(prompts) - {"points_uv", "depth_m", "geometry", "track_score"}
     if unknown:
         raise ValueError(f"segment: unknown prompt keys {sorted(unknown)}")
     seeds = None

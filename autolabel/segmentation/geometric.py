@@ -23,6 +23,15 @@ Score, the same on synthetic and real images because it uses no colour:
 
 A fully visible object whose returns all land in its mask scores 1; an object half hidden behind
 a nearer car scores about 0.5; one behind a wall the LiDAR saw scores near 0.
+
+Geometry is only as right as the box. A detector's false positive (a bush boxed as a truck, a
+facade as a trailer) has a hull and LiDAR returns too, so geometry alone would mark it. For the
+objects of tracks scoring below ``image_evidence_below`` (``prompts["track_score"]``; exact
+ground truth scores 1 and is never checked) the segmenter also measures *image evidence*: the
+LiDAR-seeded GrabCut's calibrated score (``lidar_seeded.py``, the predicted IoU of a colour mask
+seeded by the object's own returns) in ``SegmentationResult.image_score`` (NaN elsewhere), and
+caps that object's score by it (``image_caps_score``). The visibility rule ``IMAGE_EVIDENCE``
+judges the track by its checked views; the mask stays the geometric one.
 """
 
 from __future__ import annotations
@@ -54,6 +63,10 @@ class GeometricConfig:
             pixels.
         max_trim_share: the largest share of the geometric mask a refinement may remove; a larger
             trim is refused and the geometric mask kept.
+        image_evidence_below: objects of tracks scoring below this (``prompts["track_score"]``)
+            also get image evidence (``image_score``); 0: never measured.
+        image_caps_score: an object with image evidence scores at most that evidence (its score
+            then also says how sure the image is that it is there, which the QA confidence reads).
     """
 
     refine_iterations: int = 1
@@ -62,6 +75,8 @@ class GeometricConfig:
     working_max_side_px: int = 64
     seed_radius_px: int = 1
     max_trim_share: float = 0.35
+    image_evidence_below: float = 0.8
+    image_caps_score: bool = True
 
     def __post_init__(self) -> None:
         for key in ("refine_iterations", "refine_min_px", "seed_radius_px"):
@@ -75,6 +90,11 @@ class GeometricConfig:
             raise ValueError(
                 "GeometricConfig.refine_min_visible_share: must be in [0, 1], got "
                 f"{self.refine_min_visible_share}"
+            )
+        if not 0.0 <= self.image_evidence_below <= 1.0:
+            raise ValueError(
+                "GeometricConfig.image_evidence_below: must be in [0, 1], got "
+                f"{self.image_evidence_below}"
             )
         if not 0.0 <= self.max_trim_share <= 1.0:
             raise ValueError(
@@ -104,6 +124,7 @@ class GeometricSegmenter:
 
     def __init__(self, config: GeometricConfig | None = None) -> None:
         self.config = config or GeometricConfig()
+        self._colour = None  # the LiDAR-seeded segmenter of the image evidence, built on use
 
     def segment(
         self,
@@ -116,12 +137,15 @@ class GeometricSegmenter:
         Args:
             image: (H, W, 3) uint8 RGB.
             boxes_2d: (N, 4) projected boxes [u_min, v_min, u_max, v_max], pixels.
-            prompts: ``"geometry"`` (required): the image's ``ImageGeometry`` (from
+            prompts: ``"track_score"`` (optional): (N,) track scores; objects scoring below
+                ``image_evidence_below`` get an ``image_score``. ``"geometry"`` (required): the
+                image's ``ImageGeometry`` (from
                 ``geometry.image_geometry``); ``"points_uv"``: the objects' own projected returns.
 
         Returns:
             SegmentationResult: (N, H, W) masks inside the geometric masks, (N,) float32 scores
-            ``own_return_recall * visible_share`` (see the module docstring).
+            ``own_return_recall * visible_share`` (at most the image evidence where measured and
+            ``image_caps_score``), ``image_score`` (see the module docstring).
 
         Raises:
             ValueError: no ``geometry`` prompt, or one of another image size or object count.
@@ -155,7 +179,40 @@ class GeometricSegmenter:
                 self._refine(image, masks[i], geometry.boxes_px[i], seeds[i])
         recall = own_return_recall(masks, seeds)
         score = np.where(np.isnan(recall), 1.0, recall) * geometry.visible_share
-        return SegmentationResult(masks, score.astype(np.float32))
+        image_score = self._image_evidence(image, boxes, seeds, prompts or {})
+        if image_score is not None and self.config.image_caps_score:
+            score = np.where(np.isnan(image_score), score, np.minimum(score, image_score))
+        return SegmentationResult(masks, score.astype(np.float32), image_score)
+
+    def _image_evidence(
+        self, image: np.ndarray, boxes: np.ndarray, seeds: list[np.ndarray], prompts: dict
+    ) -> np.ndarray | None:
+        """(N,) float32 LiDAR-seeded GrabCut score of the objects of untrusted tracks, NaN for the
+        others; None without track scores."""
+        if prompts.get("track_score") is None:
+            return None
+        track_score = np.asarray(prompts["track_score"], np.float64).reshape(-1)
+        if len(track_score) != len(boxes):
+            raise ValueError(
+                f"segment: prompts['track_score'] has {len(track_score)} values for "
+                f"{len(boxes)} boxes"
+            )
+        untrusted = track_score < self.config.image_evidence_below
+        out = np.full(len(boxes), np.nan, np.float32)
+        if not untrusted.any():
+            return out
+        from autolabel.segmentation.lidar_seeded import LidarSeededSegmenter
+
+        if self._colour is None:
+            self._colour = LidarSeededSegmenter()
+        # Every object of the image, as the LiDAR-seeded segmenter sees them: its masks give a
+        # shared pixel to the nearest object, so the others must be there.
+        cv2.setRNGSeed(0)
+        colour = self._colour.segment(
+            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}
+        )
+        out[untrusted] = colour.score[untrusted]
+        return out
 
     def _refine(
         self, image_rgb: np.ndarray, mask: np.ndarray, box: np.ndarray, seeds: np.ndarray
