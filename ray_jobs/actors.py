@@ -101,6 +101,7 @@ class SegmenterWorker:
                 run.ctx.clip,
                 run.ctx.results["views"],
                 images,
+                run.ctx.config.segment,
                 track_score=run.ctx.results.get("view_track_score"),
             )
         )

@@ -232,3 +232,27 @@ def test_ray_job_entrypoint_writes_the_serial_bytes(cluster, synth_run, tmp_path
     assert main([*argv, "--config", str(synth_run.config_file), "--no-progress"]) == 0
     assert "(done 1, skipped 0, failed 0)" in capsys.readouterr().out
     assert _clip_tree(out, clip) == _clip_tree(synth_run.run, clip)
+
+
+def test_segmenter_actors_pass_the_run_s_segment_options(monkeypatch):
+    """A Ray segmenter actor segments with the run's ``segment`` options (occluder disc, margin),
+    as the serial stage does; it used to fall back to the defaults."""
+    from types import SimpleNamespace
+
+    import ray_jobs.actors as actors
+    from autolabel.config import SegmentOptions
+
+    seen = {}
+
+    def fake_segment_images(segmenter, clip, views, images, options=None, track_score=None):
+        seen["options"] = options
+        return []
+
+    monkeypatch.setattr(actors, "segment_images", fake_segment_images)
+    options = SegmentOptions(occluder_margin_m=3.5, occluder_radius_deg=0.7)
+    config = fast_config(segment=options)
+    ctx = SimpleNamespace(config=config, clip=None, results={"image_batches": [[]], "views": None})
+    worker = actors.SegmenterWorker(config)
+    result = worker.segment(SimpleNamespace(ctx=ctx, ready_at=0.0), 0, 0.0)
+    assert isinstance(result, actors.BatchResult) and result.value == []
+    assert seen["options"] is options
