@@ -22,6 +22,7 @@ from autolabel.qa.confidence import (
     row_evidence,
     row_normals,
     score_evidence,
+    size_evidence,
     track_evidence,
     velocity_evidence,
 )
@@ -132,6 +133,35 @@ def test_track_score_and_class_evidence():
     np.testing.assert_allclose(class_evidence(attrs)[~t0], 1.0)
 
 
+def test_size_evidence_counts_only_a_size_larger_than_the_class_allows():
+    # nuScenes car mean [w, l, h] = [1.95, 4.61, 1.72] (detectors.class_priors), by hand.
+    car, pedestrian = np.array([1.95, 4.61, 1.72]), np.array([0.66, 0.73, 1.76])
+    model = ConfidenceModel(size_tolerance=0.1)
+    sizes = {
+        0: [car, car],  # typical: 1
+        1: [car * [0.5, 0.6, 0.9]] * 2,  # smaller everywhere (occluded): 1
+        2: [car * [1.0, 1.0, np.exp(0.1)]] * 2,  # 10 % (log) too tall: exp(-0.5)
+        # Per box the height excess is 0.3 and 0.1 (log): the track's geometric mean is 0.2,
+        # and the width 0.1 too wide: exp(-0.5 * (2^2 + 1^2)).
+        3: [car * [np.exp(0.1), 1.0, np.exp(0.3)], car * [np.exp(0.1), 1.0, np.exp(0.1)]],
+        4: [pedestrian * [1.0, 1.0, np.exp(0.05)]] * 2,  # half a tolerance: exp(-0.125)
+    }
+    frames = []
+    for f in range(2):
+        parts = []
+        for t, per_frame in sizes.items():
+            label = 5 if t == 4 else 0  # DETECTION_CLASSES: car 0, pedestrian 5
+            b = _boxes([[10.0 * (t + 1), 5.0]], label=label, track=t)
+            parts.append(dataclasses.replace(b, size_wlh_m=np.atleast_2d(per_frame[f])))
+        frames.append(Boxes3D.concatenate(parts))
+    attrs = _attrs(frames)
+    want = {0: 1.0, 1: 1.0, 2: np.exp(-0.5), 3: np.exp(-2.5), 4: np.exp(-0.125)}
+    got = size_evidence(attrs, model)
+    for t, value in want.items():
+        np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
+    assert "size" in row_evidence(attrs, None, model).parts
+
+
 def test_velocity_evidence_compares_velocity_with_displacement():
     model = ConfidenceModel(velocity_scale_mps=2.0)
     # Moving 1 m per 0.5 s = 2 m/s along x; one track says 2 m/s, the other 5 m/s.
@@ -199,5 +229,7 @@ def test_confidence_model_and_threshold_are_validated():
         QAConfig(min_confidence=1.5)
     with pytest.raises(ValueError, match="samples"):
         ConfidenceModel(samples=0)
+    with pytest.raises(ValueError, match="size_tolerance"):
+        ConfidenceModel(size_tolerance=0.0)
     with pytest.raises(ValueError, match="confidence: .*score_floor"):
         QAConfig(confidence={"score_floor": 0.9, "score_full": 0.5})

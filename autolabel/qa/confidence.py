@@ -14,6 +14,12 @@ A question is as sure as its weakest part, so a record's confidence is the minim
                 ``mask_score_full`` (the segmenter's own measure of how well the mask fits the object
                 and how much of it is unoccluded);
   ``class``     class stability: the share of the track's frames with its most frequent class;
+  ``size``      how well the box's size fits its class: a box larger than its class's typical
+                size (``detectors.class_priors``) in any dimension is more likely something else
+                (a facade or hedge cut at the detector's height limit, two objects merged), while
+                a smaller one may be partly occluded: ``exp(-0.5 * sum_d (e_d / size_tolerance)^2)``
+                over width, length and height of the excess ``e_d = max(0, ln(size_d /
+                typical_d))``;
   ``velocity``  motion answers only: agreement of the track's velocity with the displacement of
                 its boxes, ``exp(-(residual / velocity_scale_mps)^2)`` of the mean residual;
   ``heading``   heading answers only: the box's heading against its track's neighbouring frames
@@ -64,7 +70,7 @@ COUNT_QUANTITIES = frozenset({"count_visible", "count_crossing"})
 #: Quantities whose answer is the subject's heading (heading stability applies).
 HEADING_QUANTITIES = frozenset({"region_heading"})
 #: Region evidence parts, in the order records list them.
-REGION_PARTS = ("track", "score", "lidar", "mask", "class", "velocity", "heading")
+REGION_PARTS = ("track", "score", "lidar", "mask", "class", "size", "velocity", "heading")
 #: Decimals of the stored confidence and its parts.
 CONFIDENCE_DECIMALS = 3
 
@@ -102,6 +108,7 @@ class ConfidenceModel:
     lidar_points_scale: float = 8.0
     mask_score_full: float = 0.8
     velocity_scale_mps: float = 1.5
+    size_tolerance: float = 0.1
     position_sigma_m: float = 0.15
     position_sigma_per_m: float = 0.004
     height_sigma_m: float = 0.1
@@ -120,7 +127,7 @@ class ConfidenceModel:
         if not 0 <= self.score_floor < self.score_full:
             raise ValueError("score_floor: must be >= 0 and below score_full")
         for name in (
-            "lidar_points_scale", "mask_score_full", "velocity_scale_mps",
+            "lidar_points_scale", "mask_score_full", "velocity_scale_mps", "size_tolerance",
         ):  # fmt: skip
             v = getattr(self, name)
             if not (np.isfinite(v) and v > 0):
@@ -242,6 +249,30 @@ def class_evidence(attrs: ObjectAttributes) -> np.ndarray:
     return (counts.max(axis=1) / counts.sum(axis=1))[inv]
 
 
+def size_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarray:
+    """(N,) per row: how well its track's size fits its class (see the module docstring).
+
+    The track's size is the geometric mean of its boxes' sizes (per-box size errors average out);
+    only a size larger than the class's typical size (nuScenes means, [w, l, h] as the attributes
+    store them; a barrier's long side is its width in both) counts against it: occlusion and range
+    hide parts of real objects, but nothing makes an object look larger than it is."""
+    from detectors.class_priors import TYPICAL_SIZE_WLH_M
+
+    _, inv = _track_index(attrs)
+    if len(inv) == 0:
+        return np.zeros(0)
+    size = np.column_stack(
+        [np.asarray(attrs.width_m), np.asarray(attrs.length_m), np.asarray(attrs.height_m)]
+    ).astype(np.float64)
+    typical = TYPICAL_SIZE_WLH_M[np.asarray(attrs.label, dtype=np.int64)]
+    log_ratio = np.log(np.maximum(size, 1e-3) / typical)
+    log_ratio = np.where(np.isfinite(log_ratio), log_ratio, 0.0)
+    count = np.bincount(inv)
+    mean = np.stack([np.bincount(inv, weights=log_ratio[:, d]) for d in range(3)], axis=1)
+    excess = np.maximum(mean / count[:, None], 0.0)[inv]
+    return np.exp(-0.5 * np.sum((excess / model.size_tolerance) ** 2, axis=1))
+
+
 def velocity_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarray:
     """(N,) per row: how well its track's velocities agree with its boxes' displacement.
 
@@ -331,6 +362,7 @@ def row_evidence(
         "track": track_evidence(attrs, model),
         "score": score_evidence(attrs, model),
         "class": class_evidence(attrs),
+        "size": size_evidence(attrs, model),
         "velocity": velocity_evidence(attrs, model),
         "heading": heading_evidence(attrs),
     }
