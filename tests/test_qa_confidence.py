@@ -17,6 +17,7 @@ from autolabel.qa.confidence import (
     ViewEvidence,
     answer_margin,
     class_evidence,
+    overlap_evidence,
     perturbation_set,
     perturbed_attributes,
     row_evidence,
@@ -160,6 +161,33 @@ def test_size_evidence_counts_only_a_size_larger_than_the_class_allows():
     for t, value in want.items():
         np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
     assert "size" in row_evidence(attrs, None, model).parts
+
+
+def test_overlap_evidence_is_the_share_of_the_footprint_inside_other_boxes():
+    def box(x, y, length, width, track, yaw=0.0):
+        b = _boxes([[x, y]], track=track, yaw=yaw)
+        return dataclasses.replace(b, size_wlh_m=np.array([[width, length, 1.5]]))
+
+    frames = [
+        # A 4 x 2 m car at x 8..12; a 2 x 1 m box at x 10.5..12.5 (1.5 m x 1 m of it inside the
+        # car); a box standing alone; a 2 x 2 m box turned 45 degrees whose corner reaches 0.5 m
+        # into the free box's 2 x 2 m square (a triangle of 0.25 m^2).
+        [box(10.0, 0.0, 4.0, 2.0, 0), box(11.5, 0.0, 2.0, 1.0, 1), box(30.0, 0.0, 2.0, 2.0, 2),
+         box(30.0 + 1.0 + np.sqrt(2.0) - 0.5, 0.0, 2.0, 2.0, 3, yaw=np.pi / 4)],
+        # The small box moved away: nothing overlaps.
+        [box(10.0, 0.0, 4.0, 2.0, 0), box(20.0, 0.0, 2.0, 1.0, 1), box(30.0, 0.0, 2.0, 2.0, 2),
+         box(40.0, 0.0, 2.0, 2.0, 3)],
+    ]  # fmt: skip
+    attrs = _attrs([Boxes3D.concatenate(f) for f in frames])
+    got = overlap_evidence(attrs)
+    want = {
+        0: 1.0 - (1.5 / 8.0) / 2,
+        1: 1.0 - (1.5 / 2.0) / 2,
+        2: 1.0 - (0.25 / 4.0) / 2,
+        3: 1.0 - (0.25 / 4.0) / 2,
+    }
+    for t, value in want.items():
+        np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
 
 
 def test_velocity_evidence_compares_velocity_with_displacement():

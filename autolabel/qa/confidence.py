@@ -20,6 +20,10 @@ A question is as sure as its weakest part, so a record's confidence is the minim
                 a smaller one may be partly occluded: ``exp(-0.5 * sum_d (e_d / size_tolerance)^2)``
                 over width, length and height of the excess ``e_d = max(0, ln(size_d /
                 typical_d))``;
+  ``overlap``   that no other object stands where it stands: one minus the track's mean share of
+                its bird's-eye footprint inside other boxes of the same frame (two solid objects
+                cannot overlap; a box mostly inside another is a fragment of it, e.g. a car's rear
+                detected as a motorcycle);
   ``velocity``  motion answers only: agreement of the track's velocity with the displacement of
                 its boxes, ``exp(-(residual / velocity_scale_mps)^2)`` of the mean residual;
   ``heading``   heading answers only: the box's heading against its track's neighbouring frames
@@ -70,7 +74,9 @@ COUNT_QUANTITIES = frozenset({"count_visible", "count_crossing"})
 #: Quantities whose answer is the subject's heading (heading stability applies).
 HEADING_QUANTITIES = frozenset({"region_heading"})
 #: Region evidence parts, in the order records list them.
-REGION_PARTS = ("track", "score", "lidar", "mask", "class", "size", "velocity", "heading")
+REGION_PARTS = (
+    "track", "score", "lidar", "mask", "class", "size", "overlap", "velocity", "heading",
+)  # fmt: skip
 #: Decimals of the stored confidence and its parts.
 CONFIDENCE_DECIMALS = 3
 
@@ -273,6 +279,49 @@ def size_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarray
     return np.exp(-0.5 * np.sum((excess / model.size_tolerance) ** 2, axis=1))
 
 
+def footprint_overlap_share(attrs: ObjectAttributes) -> np.ndarray:
+    """(N,) per row: the largest share of its bird's-eye footprint that lies inside another box
+    of the same frame (0: free; shapely's polygon intersection, one array call over all pairs
+    of boxes close enough to touch)."""
+    import shapely
+
+    n = len(attrs.track_id)
+    share = np.zeros(n)
+    if n < 2:
+        return share
+    x, y = np.asarray(attrs.x_ego_m, np.float64), np.asarray(attrs.y_ego_m, np.float64)
+    length, width = np.asarray(attrs.length_m, np.float64), np.asarray(attrs.width_m, np.float64)
+    frame = np.asarray(attrs.frame_index, dtype=np.int64)
+    # Pairs of rows of the same frame whose circumscribed circles meet (rows sorted by frame).
+    order = np.argsort(frame, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, frame[order][1:] != frame[order][:-1], True])
+    sizes = np.diff(bounds)
+    first = np.repeat(bounds[:-1], sizes * sizes)
+    local = np.arange(len(first)) - np.repeat(np.cumsum(np.r_[0, (sizes * sizes)[:-1]]), sizes**2)
+    per = np.repeat(sizes, sizes * sizes)
+    a, b = order[first + local // per], order[first + local % per]
+    radius = 0.5 * np.hypot(length, width)
+    near = (a != b) & (np.hypot(x[a] - x[b], y[a] - y[b]) < radius[a] + radius[b])
+    a, b = a[near], b[near]
+    if len(a) == 0:
+        return share
+    corners = bev_corners(x, y, np.asarray(attrs.yaw_ego_rad, np.float64), length, width)
+    polygons = shapely.polygons(corners)
+    inter = shapely.area(shapely.intersection(polygons[a], polygons[b]))
+    own = np.maximum(length * width, 1e-9)
+    np.maximum.at(share, a, np.clip(inter / own[a], 0.0, 1.0))
+    return share
+
+
+def overlap_evidence(attrs: ObjectAttributes) -> np.ndarray:
+    """(N,) per row: one minus its track's mean :func:`footprint_overlap_share`."""
+    _, inv = _track_index(attrs)
+    if len(inv) == 0:
+        return np.zeros(0)
+    mean = np.bincount(inv, weights=footprint_overlap_share(attrs)) / np.bincount(inv)
+    return 1.0 - mean[inv]
+
+
 def velocity_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarray:
     """(N,) per row: how well its track's velocities agree with its boxes' displacement.
 
@@ -363,6 +412,7 @@ def row_evidence(
         "score": score_evidence(attrs, model),
         "class": class_evidence(attrs),
         "size": size_evidence(attrs, model),
+        "overlap": overlap_evidence(attrs),
         "velocity": velocity_evidence(attrs, model),
         "heading": heading_evidence(attrs),
     }
