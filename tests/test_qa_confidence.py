@@ -17,6 +17,7 @@ from autolabel.qa.confidence import (
     ViewEvidence,
     answer_margin,
     class_evidence,
+    heading_evidence,
     overlap_evidence,
     perturbation_set,
     perturbed_attributes,
@@ -190,6 +191,29 @@ def test_overlap_evidence_is_the_share_of_the_footprint_inside_other_boxes():
         np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
 
 
+def test_heading_evidence_of_a_still_track_is_capped():
+    model = ConfidenceModel(static_speed_mps=0.5, static_heading=0.4)
+    # Track 0 parked (0 m/s), track 1 drives at 0.3 m/s then 0.6 m/s, track 2 crawls at
+    # 0.3 m/s throughout; all keep their heading.
+    frames = [
+        Boxes3D.concatenate(
+            [
+                _boxes([[10.0, 5.0]], track=0),
+                _boxes([[20.0 + 0.5 * v * f, 5.0]], track=1, velocity=(v, 0.0)),
+                _boxes([[30.0 + 0.15 * f, 5.0]], track=2, velocity=(0.3, 0.0)),
+            ]
+        )
+        for f, v in enumerate([0.3, 0.6, 0.6])
+    ]
+    attrs = _attrs(frames)
+    got = heading_evidence(attrs, model)
+    np.testing.assert_allclose(got[attrs.track_id == 0], 0.4)
+    np.testing.assert_allclose(got[attrs.track_id == 1], 1.0)
+    np.testing.assert_allclose(got[attrs.track_id == 2], 0.4)
+    # Without a model only the consistency counts.
+    np.testing.assert_allclose(heading_evidence(attrs), 1.0)
+
+
 def test_velocity_evidence_compares_velocity_with_displacement():
     model = ConfidenceModel(velocity_scale_mps=2.0)
     # Moving 1 m per 0.5 s = 2 m/s along x; one track says 2 m/s, the other 5 m/s.
@@ -257,6 +281,8 @@ def test_confidence_model_and_threshold_are_validated():
         QAConfig(min_confidence=1.5)
     with pytest.raises(ValueError, match="samples"):
         ConfidenceModel(samples=0)
+    with pytest.raises(ValueError, match="static_heading"):
+        ConfidenceModel(static_heading=1.5)
     with pytest.raises(ValueError, match="size_tolerance"):
         ConfidenceModel(size_tolerance=0.0)
     with pytest.raises(ValueError, match="confidence: .*score_floor"):

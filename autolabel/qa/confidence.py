@@ -8,7 +8,7 @@ A question is as sure as its weakest part, so a record's confidence is the minim
   ``track``     the track's length (``full_track_frames`` frames or more: 1) times its continuity
                 (frames present over the frames it spans);
   ``score``     the track's mean detection score, linear from ``score_floor`` (0) to
-                ``score_full`` (1);
+                ``score_full`` (0.7: 1);
   ``lidar``     LiDAR returns in the box at the keyframe: ``1 - exp(-points / lidar_points_scale)``;
   ``mask``      the best mask score of the views that show it at the keyframe, over
                 ``mask_score_full`` (the segmenter's own measure of how well the mask fits the object
@@ -28,7 +28,11 @@ A question is as sure as its weakest part, so a record's confidence is the minim
                 its boxes, ``exp(-(residual / velocity_scale_mps)^2)`` of the mean residual;
   ``heading``   heading answers only: the box's heading against its track's neighbouring frames
                 (a heading reported backwards differs from both by about 180 degrees): 1 up to
-                45 degrees of mean difference, 0 from 135 degrees;
+                45 degrees of mean difference, 0 from 135 degrees; for a track that never moves
+                (every row below ``static_speed_mps``) at most ``static_heading``: a still box's
+                outline gives its axis, not which end is the front (a pedestrian's or a cone's not
+                even that), and the cues that pick the front (roof, traffic flow) are right about
+                as often as not;
 
 - the answer's margin to its nearest decision boundary (a bin edge, the left/right split, a
   tolerance, a threshold), measured for every question type the same way: the answer is
@@ -89,7 +93,11 @@ class ConfidenceModel:
         seed: seed of the perturbations (with the clip name), so ``check-qa`` draws the same.
         samples: perturbed re-derivations of each answer (the margin's resolution is 1/samples).
         full_track_frames: a track with at least this many frames has full length evidence.
-        score_floor, score_full: mean detection score mapped linearly to 0 .. 1 between these.
+        score_floor, score_full: mean detection score mapped linearly to 0 .. 1 between these
+            (``score_full`` 0.7, chosen with the gate on synthetic validation seeds 11 and 12:
+            a refined track's score is its mean detection score discounted for shortness, and
+            many true pedestrians and cones score 0.4-0.7 while the confident false positives
+            score higher; the other parts judge those).
         lidar_points_scale: LiDAR evidence ``1 - exp(-points / scale)``; views without a count
             (-1) are not judged on it.
         mask_score_full: mask evidence is ``min(1, best mask score / mask_score_full)``.
@@ -110,11 +118,13 @@ class ConfidenceModel:
     samples: int = 16
     full_track_frames: int = 10
     score_floor: float = 0.0
-    score_full: float = 1.0
+    score_full: float = 0.7
     lidar_points_scale: float = 8.0
     mask_score_full: float = 0.8
     velocity_scale_mps: float = 1.5
     size_tolerance: float = 0.1
+    static_speed_mps: float = 0.5
+    static_heading: float = 0.5
     position_sigma_m: float = 0.15
     position_sigma_per_m: float = 0.004
     height_sigma_m: float = 0.1
@@ -130,6 +140,8 @@ class ConfidenceModel:
             raise ValueError(f"samples: must be an integer >= 1, got {self.samples!r}")
         if self.full_track_frames < 1:
             raise ValueError(f"full_track_frames: must be >= 1, got {self.full_track_frames!r}")
+        if not 0 <= self.static_heading <= 1:
+            raise ValueError(f"static_heading: must be in [0, 1], got {self.static_heading!r}")
         if not 0 <= self.score_floor < self.score_full:
             raise ValueError("score_floor: must be >= 0 and below score_full")
         for name in (
@@ -140,7 +152,7 @@ class ConfidenceModel:
                 raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
         for name in (
             "position_sigma_m", "position_sigma_per_m", "height_sigma_m", "size_sigma_frac",
-            "yaw_sigma_rad", "velocity_sigma_mps", "set_completeness",
+            "yaw_sigma_rad", "velocity_sigma_mps", "set_completeness", "static_speed_mps",
         ):  # fmt: skip
             v = getattr(self, name)
             if not (np.isfinite(v) and v >= 0):
@@ -361,10 +373,11 @@ def velocity_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.nda
     return np.exp(-((mean / model.velocity_scale_mps) ** 2))[inv]
 
 
-def heading_evidence(attrs: ObjectAttributes) -> np.ndarray:
+def heading_evidence(attrs: ObjectAttributes, model: ConfidenceModel | None = None) -> np.ndarray:
     """(N,) per row: agreement of its box heading with the headings of the same track in the
     previous and next rows (clip frame): ``clip((135 - d) / 90, 0, 1)`` of the mean absolute
-    difference d in degrees; a row without neighbours has no evidence against it (1)."""
+    difference d in degrees; a row without neighbours has no evidence against it (1). With a
+    ``model``, a track that never moves gets at most ``model.static_heading``."""
     n = len(attrs.track_id)
     if n == 0:
         return np.zeros(0)
@@ -381,6 +394,12 @@ def heading_evidence(attrs: ObjectAttributes) -> np.ndarray:
     mean = np.degrees(np.where(count > 0, np.nansum(both, axis=0) / np.maximum(count, 1), 0.0))
     out = np.empty(n)
     out[o] = np.clip((135.0 - mean) / 90.0, 0.0, 1.0)
+    if model is not None:
+        speed = np.nan_to_num(np.asarray(attrs.speed_mps, dtype=np.float64), nan=0.0)
+        fastest = np.zeros(inv.max() + 1)
+        np.maximum.at(fastest, inv, speed)
+        static = fastest[inv] < model.static_speed_mps
+        out = np.where(static, np.minimum(out, model.static_heading), out)
     return out
 
 
@@ -414,7 +433,7 @@ def row_evidence(
         "size": size_evidence(attrs, model),
         "overlap": overlap_evidence(attrs),
         "velocity": velocity_evidence(attrs, model),
-        "heading": heading_evidence(attrs),
+        "heading": heading_evidence(attrs, model),
     }
     if views is not None:
         points = _row_max(attrs, views, views.lidar_points.astype(np.float64), -1.0)
