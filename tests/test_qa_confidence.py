@@ -17,11 +17,14 @@ from autolabel.qa.confidence import (
     ViewEvidence,
     answer_margin,
     class_evidence,
+    heading_evidence,
+    overlap_evidence,
     perturbation_set,
     perturbed_attributes,
     row_evidence,
     row_normals,
     score_evidence,
+    size_evidence,
     track_evidence,
     velocity_evidence,
 )
@@ -132,6 +135,85 @@ def test_track_score_and_class_evidence():
     np.testing.assert_allclose(class_evidence(attrs)[~t0], 1.0)
 
 
+def test_size_evidence_counts_only_a_size_larger_than_the_class_allows():
+    # nuScenes car mean [w, l, h] = [1.95, 4.61, 1.72] (detectors.class_priors), by hand.
+    car, pedestrian = np.array([1.95, 4.61, 1.72]), np.array([0.66, 0.73, 1.76])
+    model = ConfidenceModel(size_tolerance=0.1)
+    sizes = {
+        0: [car, car],  # typical: 1
+        1: [car * [0.5, 0.6, 0.9]] * 2,  # smaller everywhere (occluded): 1
+        2: [car * [1.0, 1.0, np.exp(0.1)]] * 2,  # 10 % (log) too tall: exp(-0.5)
+        # Per box the height excess is 0.3 and 0.1 (log): the track's geometric mean is 0.2,
+        # and the width 0.1 too wide: exp(-0.5 * (2^2 + 1^2)).
+        3: [car * [np.exp(0.1), 1.0, np.exp(0.3)], car * [np.exp(0.1), 1.0, np.exp(0.1)]],
+        4: [pedestrian * [1.0, 1.0, np.exp(0.05)]] * 2,  # half a tolerance: exp(-0.125)
+    }
+    frames = []
+    for f in range(2):
+        parts = []
+        for t, per_frame in sizes.items():
+            label = 5 if t == 4 else 0  # DETECTION_CLASSES: car 0, pedestrian 5
+            b = _boxes([[10.0 * (t + 1), 5.0]], label=label, track=t)
+            parts.append(dataclasses.replace(b, size_wlh_m=np.atleast_2d(per_frame[f])))
+        frames.append(Boxes3D.concatenate(parts))
+    attrs = _attrs(frames)
+    want = {0: 1.0, 1: 1.0, 2: np.exp(-0.5), 3: np.exp(-2.5), 4: np.exp(-0.125)}
+    got = size_evidence(attrs, model)
+    for t, value in want.items():
+        np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
+    assert "size" in row_evidence(attrs, None, model).parts
+
+
+def test_overlap_evidence_is_the_share_of_the_footprint_inside_other_boxes():
+    def box(x, y, length, width, track, yaw=0.0):
+        b = _boxes([[x, y]], track=track, yaw=yaw)
+        return dataclasses.replace(b, size_wlh_m=np.array([[width, length, 1.5]]))
+
+    frames = [
+        # A 4 x 2 m car at x 8..12; a 2 x 1 m box at x 10.5..12.5 (1.5 m x 1 m of it inside the
+        # car); a box standing alone; a 2 x 2 m box turned 45 degrees whose corner reaches 0.5 m
+        # into the free box's 2 x 2 m square (a triangle of 0.25 m^2).
+        [box(10.0, 0.0, 4.0, 2.0, 0), box(11.5, 0.0, 2.0, 1.0, 1), box(30.0, 0.0, 2.0, 2.0, 2),
+         box(30.0 + 1.0 + np.sqrt(2.0) - 0.5, 0.0, 2.0, 2.0, 3, yaw=np.pi / 4)],
+        # The small box moved away: nothing overlaps.
+        [box(10.0, 0.0, 4.0, 2.0, 0), box(20.0, 0.0, 2.0, 1.0, 1), box(30.0, 0.0, 2.0, 2.0, 2),
+         box(40.0, 0.0, 2.0, 2.0, 3)],
+    ]  # fmt: skip
+    attrs = _attrs([Boxes3D.concatenate(f) for f in frames])
+    got = overlap_evidence(attrs)
+    want = {
+        0: 1.0 - (1.5 / 8.0) / 2,
+        1: 1.0 - (1.5 / 2.0) / 2,
+        2: 1.0 - (0.25 / 4.0) / 2,
+        3: 1.0 - (0.25 / 4.0) / 2,
+    }
+    for t, value in want.items():
+        np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
+
+
+def test_heading_evidence_of_a_still_track_is_capped():
+    model = ConfidenceModel(static_speed_mps=0.5, static_heading=0.4)
+    # Track 0 parked (0 m/s), track 1 drives at 0.3 m/s then 0.6 m/s, track 2 crawls at
+    # 0.3 m/s throughout; all keep their heading.
+    frames = [
+        Boxes3D.concatenate(
+            [
+                _boxes([[10.0, 5.0]], track=0),
+                _boxes([[20.0 + 0.5 * v * f, 5.0]], track=1, velocity=(v, 0.0)),
+                _boxes([[30.0 + 0.15 * f, 5.0]], track=2, velocity=(0.3, 0.0)),
+            ]
+        )
+        for f, v in enumerate([0.3, 0.6, 0.6])
+    ]
+    attrs = _attrs(frames)
+    got = heading_evidence(attrs, model)
+    np.testing.assert_allclose(got[attrs.track_id == 0], 0.4)
+    np.testing.assert_allclose(got[attrs.track_id == 1], 1.0)
+    np.testing.assert_allclose(got[attrs.track_id == 2], 0.4)
+    # Without a model only the consistency counts.
+    np.testing.assert_allclose(heading_evidence(attrs), 1.0)
+
+
 def test_velocity_evidence_compares_velocity_with_displacement():
     model = ConfidenceModel(velocity_scale_mps=2.0)
     # Moving 1 m per 0.5 s = 2 m/s along x; one track says 2 m/s, the other 5 m/s.
@@ -199,5 +281,9 @@ def test_confidence_model_and_threshold_are_validated():
         QAConfig(min_confidence=1.5)
     with pytest.raises(ValueError, match="samples"):
         ConfidenceModel(samples=0)
+    with pytest.raises(ValueError, match="static_heading"):
+        ConfidenceModel(static_heading=1.5)
+    with pytest.raises(ValueError, match="size_tolerance"):
+        ConfidenceModel(size_tolerance=0.0)
     with pytest.raises(ValueError, match="confidence: .*score_floor"):
         QAConfig(confidence={"score_floor": 0.9, "score_full": 0.5})
