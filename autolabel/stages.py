@@ -325,6 +325,14 @@ def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
     import cv2
 
+    return cv2.cvtColor(read_image_bgr(path, width_px, height_px), cv2.COLOR_BGR2RGB)
+
+
+def read_image_bgr(path: str | Path, width_px: int, height_px: int) -> np.ndarray:
+    """(H, W, 3) uint8 BGR (OpenCV's order) of an image file, checked against the camera's
+    calibrated size."""
+    import cv2
+
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if bgr is None:
         if not Path(path).is_file():
@@ -335,7 +343,7 @@ def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarra
             f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "
             f"{width_px}x{height_px}"
         )
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    return bgr
 
 
 def segment_images(
@@ -704,10 +712,10 @@ def marks_stage(ctx: StageContext) -> StageResult:
         images = {}
         for c, channel in enumerate(views.channels):
             width_px, height_px = (int(v) for v in views.image_size_px[c])
-            rgb = read_image_rgb(frame.cameras[channel].path, width_px, height_px)
+            bgr = read_image_bgr(frame.cameras[channel].path, width_px, height_px)
             sel = views.camera[marked] == c
             images[channel] = render_marks(
-                np.ascontiguousarray(rgb[:, :, ::-1]),
+                bgr,
                 rid[sel],
                 boxes_2d=views.box_clipped_px[marked[sel]],
                 masks=[rles[i] for i in marked[sel]],
