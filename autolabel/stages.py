@@ -835,7 +835,9 @@ def qa_stage(ctx: StageContext) -> StageResult:
 
     def read_image(camera: str, frame: int) -> np.ndarray:
         width_px, height_px = (int(v) for v in size_px[camera])
-        return read_image_rgb(ctx.clip.frames[frame].cameras[camera].path, width_px, height_px)
+        path = ctx.clip.frames[frame].cameras[camera].path
+        # An RGB view of the BGR pixels: only the pixels under masks are read from it.
+        return read_image_bgr(path, width_px, height_px)[:, :, ::-1]
 
     # Colours are measured under the keyframe masks in the images (colour questions, captions).
     colours = measure_region_colours(regions, read_image)

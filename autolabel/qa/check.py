@@ -978,11 +978,12 @@ def _same_box(written: Sequence[float], recorded: Any) -> bool:
 
 
 def _read_rgb(path: Path) -> np.ndarray | None:
-    """An image file as (H, W, 3) uint8 RGB, None when it cannot be read."""
+    """An image file as (H, W, 3) uint8 RGB (a view of OpenCV's BGR pixels), None when it
+    cannot be read."""
     import cv2
 
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    return None if bgr is None else np.ascontiguousarray(bgr[:, :, ::-1])
+    return None if bgr is None else bgr[:, :, ::-1]
 
 
 def check_clip_qa(
