@@ -92,3 +92,18 @@ def test_colour_of_pixel_lists_equals_colour_under_dense_masks():
     for i in np.flatnonzero(px >= 20):
         expected = np.median(lab_from_rgb(image[masks[i]]), axis=0)
         np.testing.assert_array_equal(lab[i], expected)
+
+
+@pytest.mark.parametrize("size", [(90, 160), (7, 13), (5, 1)])
+def test_mask_boxes_are_the_pixel_bounds_in_either_layout(size):
+    from autolabel.masks import mask_boxes_2d
+
+    masks = _mask_zoo(*size, seed=3)
+    expected = np.full((len(masks), 4), np.nan)
+    for i, m in enumerate(masks):
+        rows, cols = np.nonzero(m)
+        if len(rows):
+            expected[i] = [cols.min(), rows.min(), cols.max() + 1, rows.max() + 1]
+    np.testing.assert_array_equal(mask_boxes_2d(masks), expected)
+    column_major = np.ascontiguousarray(masks.transpose(0, 2, 1)).transpose(0, 2, 1)
+    np.testing.assert_array_equal(mask_boxes_2d(column_major), expected)
