@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import cv2
+import numba
 import numpy as np
 
 #: Colour words and their reference sRGB values (0..255).
@@ -104,22 +105,59 @@ def name_colours(
 def grouped_median(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
     """(n_groups, D) per-group median of (P, D) values; NaN for empty groups.
 
-    Vectorized: one sort per channel; the median of an even count is the mean of the two middle
+    Vectorized: one stable sort by group (none when the groups are already in order), then each
+    group's middle values found by partition; the median of an even count is the mean of the two middle
     values (as ``np.median``).
     """
     v = np.asarray(values, dtype=np.float64).reshape(len(group), -1)
     g = np.asarray(group, dtype=np.int64)
-    out = np.full((n_groups, v.shape[1]), np.nan)
+    if len(g) > 1 and np.any(g[1:] < g[:-1]):
+        order = np.argsort(g, kind="stable")
+        v, g = v[order], g[order]
     counts = np.bincount(g, minlength=n_groups)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    has = counts > 0
-    lo = starts + (counts - 1) // 2
-    hi = starts + counts // 2
-    for d in range(v.shape[1]):
-        order = np.lexsort((v[:, d], g))
-        s = v[order, d]
-        out[has, d] = 0.5 * (s[lo[has]] + s[hi[has]])
+    return _sorted_group_median(np.ascontiguousarray(v), counts)
+
+
+@numba.njit(cache=True)
+def _sorted_group_median(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per-group median of (P, D) values whose rows are ordered by group (``counts`` rows each)."""
+    out = np.full((len(counts), values.shape[1]), np.nan)
+    start = 0
+    for k in range(len(counts)):
+        n = counts[k]
+        if n > 0:
+            lo, hi = (n - 1) // 2, n // 2
+            for d in range(values.shape[1]):
+                # The hi-th smallest value, and the largest of those before it (the lo-th).
+                s = np.partition(values[start : start + n, d], hi)
+                out[k, d] = 0.5 * (s[hi] + (s[hi] if lo == hi else np.max(s[:hi])))
+        start += n
     return out
+
+
+def median_lab_of_pixels(
+    image_rgb: np.ndarray,
+    v: np.ndarray,
+    u: np.ndarray,
+    obj: np.ndarray,
+    n: int,
+    min_pixels: int = DEFAULT_MIN_PIXELS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The median Lab colour of the pixels of each of n objects, given as pixel lists.
+
+    Args:
+        image_rgb: (H, W, 3) uint8 RGB image.
+        v, u: (P,) row and column of each pixel; obj: (P,) its object in [0, n).
+        min_pixels: objects with fewer pixels get NaN.
+
+    Returns:
+        (n, 3) Lab medians (NaN where too few pixels) and (n,) pixel counts.
+    """
+    counts = np.bincount(obj, minlength=n)
+    lab = lab_from_rgb(np.asarray(image_rgb)[v, u])
+    med = grouped_median(lab, obj, n)
+    med[counts < min_pixels] = np.nan
+    return med, counts
 
 
 def median_lab_under_masks(
@@ -142,8 +180,5 @@ def median_lab_under_masks(
     if img.ndim != 3 or img.shape[2] != 3 or img.shape[:2] != m.shape[:2]:
         raise ValueError(f"image {img.shape} and masks {m.shape} differ in size")
     pix, obj = np.nonzero(m.reshape(-1, m.shape[2]) > 0)
-    counts = np.bincount(obj, minlength=m.shape[2])
-    lab = lab_from_rgb(img.reshape(-1, 3)[pix])
-    med = grouped_median(lab, obj, m.shape[2])
-    med[counts < min_pixels] = np.nan
-    return med, counts
+    v, u = np.divmod(pix, img.shape[1])
+    return median_lab_of_pixels(img, v, u, obj, m.shape[2], min_pixels)

@@ -1,7 +1,9 @@
 """Instance masks in the two forms the pipeline passes around: (H, W) bool arrays and COCO RLE.
 
 RLE dicts are ``{"size": [H, W], "counts": str | bytes | list[int]}`` (compressed or not), decoded
-with pycocotools.
+with pycocotools, or read straight into pixel lists and crops (:func:`rle_pixels`,
+:func:`rle_crops`): a mask covers a small part of its image, and work on full-image arrays per
+mask was most of the cost of marks and colour measurement.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numba
 import numpy as np
 from pycocotools import mask as mask_utils
 
@@ -78,17 +81,57 @@ def mask_boxes_2d(masks: np.ndarray) -> np.ndarray:
     ``calib.projection``; empty masks give NaN rows.
     """
     masks = np.asarray(masks, dtype=bool)
-    rows_any = masks.any(axis=2)  # (N, H)
-    cols_any = masks.any(axis=1)  # (N, W)
-    nonempty = rows_any.any(axis=1)
-    h, w = masks.shape[1], masks.shape[2]
-    v_min = np.argmax(rows_any, axis=1)
-    v_max = h - np.argmax(rows_any[:, ::-1], axis=1)
-    u_min = np.argmax(cols_any, axis=1)
-    u_max = w - np.argmax(cols_any[:, ::-1], axis=1)
-    boxes = np.stack([u_min, v_min, u_max, v_max], axis=1).astype(np.float64)
-    boxes[~nonempty] = np.nan
+    n = len(masks)
+    boxes = np.full((n, 4), np.nan)
+    # Scan each mask along its memory order (decoded RLE masks are column-major per mask).
+    transposed = masks.ndim == 3 and masks.strides[1] < masks.strides[2]
+    for i, m in enumerate(masks.transpose(0, 2, 1) if transposed else masks):
+        u8 = m.view(np.uint8)
+        words = row_words(u8)
+        u0, v0, u1, v1 = mask_bounds_kernel(u8, words, 8 if words.dtype == np.uint64 else 1)
+        if u1 > u0:
+            boxes[i] = (v0, u0, v1, u1) if transposed else (u0, v0, u1, v1)
     return boxes
+
+
+def row_words(mask: np.ndarray) -> np.ndarray:
+    """(H, W / 8) uint64 view of a row-major (H, W) uint8 mask when its rows allow (W divisible
+    by 8, contiguous rows), else the mask itself: bounds are found 8 pixels at a time."""
+    height_px, width_px = mask.shape
+    if width_px % 8 == 0 and mask.strides[1] == 1 and mask.strides[0] == width_px:
+        return mask.reshape(-1).view(np.uint64).reshape(height_px, width_px // 8)
+    return mask
+
+
+@numba.njit(cache=True)
+def mask_bounds_kernel(mask: np.ndarray, words: np.ndarray, step: int) -> tuple[int, int, int, int]:
+    """[u0, u1) x [v0, v1) bounds of the nonzero pixels of (H, W) ``mask`` (all 0 if none);
+    ``words`` is the mask's rows in words of ``step`` pixels."""
+    height_px, width_px = mask.shape
+    v0, v1, u0, u1 = -1, -1, width_px, -1
+    for v in range(height_px):
+        first, last = -1, -1
+        for q in range(words.shape[1]):
+            if words[v, q] != 0:
+                if first < 0:
+                    first = q
+                last = q
+        if first < 0:
+            continue
+        if v0 < 0:
+            v0 = v
+        v1 = v
+        for u in range(first * step, min(first * step + step, width_px)):
+            if mask[v, u] != 0:
+                u0 = min(u0, u)
+                break
+        for u in range(min(last * step + step, width_px) - 1, last * step - 1, -1):
+            if mask[v, u] != 0:
+                u1 = max(u1, u)
+                break
+    if v0 < 0:
+        return 0, 0, 0, 0
+    return u0, v0, u1 + 1, v1 + 1
 
 
 def box_masks(boxes_2d: np.ndarray, height_px: int, width_px: int) -> np.ndarray:
@@ -104,3 +147,110 @@ def box_masks(boxes_2d: np.ndarray, height_px: int, width_px: int) -> np.ndarray
     cols = (centres_u[None, :] >= b[:, 0:1]) & (centres_u[None, :] <= b[:, 2:3]) & valid[:, None]
     rows = (centres_v[None, :] >= b[:, 1:2]) & (centres_v[None, :] <= b[:, 3:4]) & valid[:, None]
     return rows[:, :, None] & cols[:, None, :]
+
+
+@numba.njit(cache=True)
+def _counts_from_string(buf: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Run lengths of one compressed COCO RLE string (pycocotools' ``rleFrString``)."""
+    cnts = np.empty(end - start, np.int64)
+    m = 0
+    p = start
+    while p < end:
+        x = 0
+        k = 0
+        more = True
+        while more:
+            c = np.int64(buf[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = (c & 0x20) != 0
+            p += 1
+            k += 1
+            if not more and (c & 0x10) != 0:
+                x |= np.int64(-1) << (5 * k)
+        if m > 2:
+            x += cnts[m - 2]
+        cnts[m] = x
+        m += 1
+    return cnts[:m]
+
+
+@numba.njit(cache=True)
+def _pixels_of_strings(
+    buf: np.ndarray, offsets: np.ndarray, height_px: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, columns and owner of every pixel of N compressed RLE strings (``buf[offsets[i]:
+    offsets[i + 1]]``), mask by mask, each in column-major order (the order of its runs)."""
+    n = len(offsets) - 1
+    total = 0
+    for i in range(n):
+        cnts = _counts_from_string(buf, offsets[i], offsets[i + 1])
+        for r in range(1, len(cnts), 2):
+            total += cnts[r]
+    v = np.empty(total, np.int32)
+    u = np.empty(total, np.int32)
+    obj = np.empty(total, np.int64)
+    q = 0
+    for i in range(n):
+        cnts = _counts_from_string(buf, offsets[i], offsets[i + 1])
+        pos = 0
+        for r in range(len(cnts)):
+            if r % 2 == 1:
+                for j in range(pos, pos + cnts[r]):
+                    v[q] = j % height_px
+                    u[q] = j // height_px
+                    obj[q] = i
+                    q += 1
+            pos += cnts[r]
+    return v, u, obj
+
+
+def rle_pixels(
+    rles: Sequence[dict], height_px: int, width_px: int, where: str = "masks"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pixel of N RLE masks of one (H, W) image, without decoding them to images.
+
+    Returns:
+        (P,) int32 rows v, (P,) int32 columns u and (P,) int64 mask index, grouped by mask (in
+        mask order), each mask's pixels in column-major order (the RLE's order).
+    """
+    strings = []
+    for i, rle in enumerate(rles):
+        counts = _rle_for_pycocotools(rle, f"{where}[{i}]", height_px, width_px)["counts"]
+        strings.append(counts if isinstance(counts, bytes) else bytes(counts))
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(s) for s in strings])
+    buf = np.frombuffer(b"".join(strings), np.uint8) if strings else np.zeros(0, np.uint8)
+    v, u, obj = _pixels_of_strings(buf, offsets, int(height_px))
+    if len(u) and u.max() >= width_px:
+        raise ValueError(f"{where}: RLE runs beyond the image ({height_px}, {width_px})")
+    return v, u, obj
+
+
+def rle_crops(
+    rles: Sequence[dict], height_px: int, width_px: int, where: str = "masks"
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Tight crops of N RLE masks of one (H, W) image.
+
+    Returns:
+        (N, 4) int64 [u0, v0, u1, v1] pixel bounds of each mask (u1, v1 exclusive; all 0 for an
+        empty mask) and N (v1 - v0, u1 - u0) bool crops, ``mask[v0:v1, u0:u1]``.
+    """
+    v, u, obj = rle_pixels(rles, height_px, width_px, where)
+    n = len(rles)
+    bounds = np.zeros((n, 4), np.int64)
+    if len(obj):
+        has = np.bincount(obj, minlength=n) > 0
+        starts = np.searchsorted(obj, np.arange(n))
+        nonempty = starts[has]
+        bounds[has, 0] = np.minimum.reduceat(u, nonempty)
+        bounds[has, 1] = np.minimum.reduceat(v, nonempty)
+        bounds[has, 2] = np.maximum.reduceat(u, nonempty) + 1
+        bounds[has, 3] = np.maximum.reduceat(v, nonempty) + 1
+    # All crops in one flat buffer, filled by one scatter, then cut into views.
+    heights, widths = bounds[:, 3] - bounds[:, 1], bounds[:, 2] - bounds[:, 0]
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum(heights * widths)
+    flat = np.zeros(offsets[-1], bool)
+    flat[offsets[obj] + (v - bounds[obj, 1]) * widths[obj] + (u - bounds[obj, 0])] = True
+    crops = [flat[offsets[i] : offsets[i + 1]].reshape(heights[i], widths[i]) for i in range(n)]
+    return bounds, crops

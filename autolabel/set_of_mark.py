@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from autolabel.atomic_io import atomic_write_bytes
-from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array
+from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array, rle_crops
 from calib.projection import clip_boxes_2d
 
 #: Stitched layout of the six nuScenes cameras: front row, back row.
@@ -442,10 +442,14 @@ def _regions_and_boxes(
             raise ValueError(f"render_marks: {n} region ids but {len(raw)} boxes")
         boxes = clip_boxes_2d(raw, width_px, height_px)
     if masks is not None:
-        dense = masks_to_array(masks, height_px, width_px)
-        if len(dense) != n:
-            raise ValueError(f"render_marks: {n} region ids but {len(dense)} masks")
-        regions = _regions_from_masks(dense)
+        if len(masks) != n:
+            raise ValueError(f"render_marks: {n} region ids but {len(masks)} masks")
+        if not isinstance(masks, np.ndarray) and all(isinstance(m, dict) for m in masks):
+            # RLE masks are read straight into crops (no full-image array per mask).
+            bounds, crops = rle_crops(masks, height_px, width_px)
+            regions = [_Region(*(int(x) for x in b), c) for b, c in zip(bounds, crops, strict=True)]
+        else:
+            regions = _regions_from_masks(masks_to_array(masks, height_px, width_px))
         if boxes is None:
             boxes = np.array(
                 [[r.u0, r.v0, r.u1, r.v1] if r.crop.size else [np.nan] * 4 for r in regions],

@@ -343,6 +343,14 @@ def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
     import cv2
 
+    return cv2.cvtColor(read_image_bgr(path, width_px, height_px), cv2.COLOR_BGR2RGB)
+
+
+def read_image_bgr(path: str | Path, width_px: int, height_px: int) -> np.ndarray:
+    """(H, W, 3) uint8 BGR (OpenCV's order) of an image file, checked against the camera's
+    calibrated size."""
+    import cv2
+
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if bgr is None:
         if not Path(path).is_file():
@@ -353,7 +361,7 @@ def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarra
             f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "
             f"{width_px}x{height_px}"
         )
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    return bgr
 
 
 def segment_images(
@@ -771,10 +779,10 @@ def marks_stage(ctx: StageContext) -> StageResult:
         images = {}
         for c, channel in enumerate(views.channels):
             width_px, height_px = (int(v) for v in views.image_size_px[c])
-            rgb = read_image_rgb(frame.cameras[channel].path, width_px, height_px)
+            bgr = read_image_bgr(frame.cameras[channel].path, width_px, height_px)
             sel = views.camera[marked] == c
             images[channel] = render_marks(
-                np.ascontiguousarray(rgb[:, :, ::-1]),
+                bgr,
                 rid[sel],
                 boxes_2d=views.box_clipped_px[marked[sel]],
                 masks=[rles[i] for i in marked[sel]],
@@ -894,7 +902,9 @@ def qa_stage(ctx: StageContext) -> StageResult:
 
     def read_image(camera: str, frame: int) -> np.ndarray:
         width_px, height_px = (int(v) for v in size_px[camera])
-        return read_image_rgb(ctx.clip.frames[frame].cameras[camera].path, width_px, height_px)
+        path = ctx.clip.frames[frame].cameras[camera].path
+        # An RGB view of the BGR pixels: only the pixels under masks are read from it.
+        return read_image_bgr(path, width_px, height_px)[:, :, ::-1]
 
     # Colours are measured under the keyframe masks in the images (colour questions, captions).
     colours = measure_region_colours(regions, read_image)

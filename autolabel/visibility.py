@@ -207,15 +207,21 @@ def _zbuffer_visible_px(
     are painted far to near into one owner map, each on its crop only; N is one image's objects.
     """
     n = len(crops)
-    owner = np.full((height_px, width_px), -1, np.int32)
+    # The owner map covers only the union of the crops (nothing is painted outside it).
+    painted = (crops[:, 2] > crops[:, 0]) & (crops[:, 3] > crops[:, 1])
+    if not painted.any():
+        return np.zeros(n, np.int64)
+    ou0, ov0 = crops[painted, 0].min(), crops[painted, 1].min()
+    ou1, ov1 = crops[painted, 2].max(), crops[painted, 3].max()
+    owner = np.full((ov1 - ov0, ou1 - ou0), -1, np.int32)
     for i in np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64))):  # far to near
         u0, v0, u1, v1 = crops[i]
-        if u1 <= u0 or v1 <= v0:
+        if not painted[i]:
             continue
         if masks is None:
-            owner[v0:v1, u0:u1] = i
+            owner[v0 - ov0 : v1 - ov0, u0 - ou0 : u1 - ou0] = i
         else:
-            owner[v0:v1, u0:u1][masks[i, v0:v1, u0:u1]] = i
+            owner[v0 - ov0 : v1 - ov0, u0 - ou0 : u1 - ou0][masks[i, v0:v1, u0:u1]] = i
     return np.bincount(owner[owner >= 0], minlength=n).astype(np.int64)
 
 
@@ -273,16 +279,18 @@ def mask_statistics(
     clipped = clip_boxes_2d(
         np.asarray(projected_boxes_2d, np.float64).reshape(-1, 4), width_px, height_px
     )
-    # Count on whichever layout is contiguous (decoded RLE masks are column-major per mask).
-    layout = masks if masks.flags.c_contiguous else masks.transpose(0, 2, 1)
-    mask_px = np.count_nonzero(layout.reshape(n, -1), axis=1).astype(np.int64)
     mask_box = mask_boxes_2d(masks)
+    mask_crops = _crops(mask_box, width_px, height_px)
+    # Each mask's pixels all lie in its tight box: count there, not over the whole image.
+    mask_px = np.array(
+        [np.count_nonzero(masks[i, v0:v1, u0:u1]) for i, (u0, v0, u1, v1) in enumerate(mask_crops)],
+        np.int64,
+    ).reshape(n)
     box_crops = _crops(clipped, width_px, height_px)
     in_box_px = np.array(
         [np.count_nonzero(masks[i, v0:v1, u0:u1]) for i, (u0, v0, u1, v1) in enumerate(box_crops)],
         np.int64,
     ).reshape(n)
-    mask_crops = _crops(mask_box, width_px, height_px)
     return MaskStatistics(
         mask_px=mask_px,
         in_box_px=in_box_px,

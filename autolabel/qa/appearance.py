@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from autolabel.colour import DEFAULT_MIN_PIXELS, median_lab_under_masks
+from autolabel.colour import DEFAULT_MIN_PIXELS, median_lab_of_pixels
+from autolabel.masks import rle_pixels
 from autolabel.qa.grounding import KeyframeRegions
 
 #: ``read_image(camera channel, frame index) -> (H, W, 3) uint8 RGB`` (None: image unavailable).
@@ -95,11 +96,13 @@ def view_colours(
     """(N, 3) median Lab under N RLE masks of one image and (N,) their pixel counts."""
     if not len(rles):
         return np.zeros((0, 3)), np.zeros(0, np.int64)
-    masks = decode_masks(rles)
     img = np.asarray(image_rgb)
-    if img.shape[:2] != masks.shape[:2]:
-        raise ValueError(f"image of {img.shape[:2]} pixels but masks of {masks.shape[:2]}")
-    return median_lab_under_masks(img, masks, min_pixels)
+    # The masks' pixels straight from their runs: no full-image mask per view.
+    sizes = {tuple(int(x) for x in r["size"]) for r in rles}
+    if sizes != {img.shape[:2]}:
+        raise ValueError(f"image of {img.shape[:2]} pixels but masks of {sorted(sizes)}")
+    v, u, obj = rle_pixels(rles, img.shape[0], img.shape[1])
+    return median_lab_of_pixels(img, v, u, obj, len(rles), min_pixels)
 
 
 def measure_region_colours(

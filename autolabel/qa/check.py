@@ -610,10 +610,7 @@ class _ClipChecker:
                     )
                     continue
                 box, rle = written
-                try:
-                    same_box = np.allclose(box, v["box_px"], rtol=0, atol=BOX_TOLERANCE_PX)
-                except (KeyError, TypeError, ValueError):
-                    same_box = False
+                same_box = _same_box(box, v.get("box_px"))
                 if not same_box or rle != json.dumps(v.get("mask_rle"), sort_keys=True):
                     self.bad(
                         rec,
@@ -970,12 +967,23 @@ class _ClipChecker:
         return self.out
 
 
+def _same_box(written: Sequence[float], recorded: Any) -> bool:
+    """Whether a record's box is the masks file's, coordinate by coordinate within
+    ``BOX_TOLERANCE_PX`` (plain floats: one call per view of every record)."""
+    try:
+        pairs = list(zip(written, recorded, strict=True))
+        return all(abs(float(a) - float(b)) <= BOX_TOLERANCE_PX for a, b in pairs)
+    except (TypeError, ValueError):
+        return False
+
+
 def _read_rgb(path: Path) -> np.ndarray | None:
-    """An image file as (H, W, 3) uint8 RGB, None when it cannot be read."""
+    """An image file as (H, W, 3) uint8 RGB (a view of OpenCV's BGR pixels), None when it
+    cannot be read."""
     import cv2
 
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    return None if bgr is None else np.ascontiguousarray(bgr[:, :, ::-1])
+    return None if bgr is None else bgr[:, :, ::-1]
 
 
 def check_clip_qa(

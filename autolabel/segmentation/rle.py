@@ -13,10 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 from pycocotools import mask as mask_utils
 
 from autolabel.atomic_io import atomic_write_text
+from autolabel.masks import mask_bounds_kernel, row_words
 
 __all__ = [
     "decode_mask",
@@ -44,16 +46,69 @@ def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
         raise ValueError(f"encode_masks: expected (N, H, W) masks, got shape {masks.shape}")
     if len(masks) == 0:
         return []
-    # pycocotools wants column-major (H, W, N) uint8; masks stored column-major per mask (as the
-    # geometric segmenter and ``masks_to_array`` give them) pass without a copy.
-    hwn = masks.transpose(1, 2, 0)
-    hwn = hwn.view(np.uint8) if hwn.dtype == np.bool_ else hwn.astype(np.uint8, copy=False)
-    fortran = np.asfortranarray(hwn)
-    encoded = mask_utils.encode(fortran)
-    return [
-        {"size": [int(s) for s in r["size"]], "counts": r["counts"].decode("ascii")}
-        for r in encoded
-    ]
+    if masks.dtype == np.bool_ and masks.strides[1] < masks.strides[2]:
+        # Column-major per mask (the geometric segmenter, ``masks_to_array``): pycocotools
+        # reads them as they are, without a copy.
+        encoded = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).view(np.uint8)))
+        return [
+            {"size": [int(s) for s in r["size"]], "counts": r["counts"].decode("ascii")}
+            for r in encoded
+        ]
+    # Row-major masks: runs are found inside each mask's bounds only (a column-major copy of
+    # every full-image mask, which pycocotools needs, cost more than the segmenters' rest).
+    u8 = masks.view(np.uint8) if masks.dtype == np.bool_ else (masks != 0).view(np.uint8)
+    _, height_px, width_px = u8.shape
+    out = []
+    for m in u8:  # one kernel call per mask; each is a sub-array view, no copy
+        words = row_words(m)
+        text = _rle_string(m, words, 8 if words.dtype == np.uint64 else 1)
+        out.append({"size": [int(height_px), int(width_px)], "counts": text.tobytes().decode()})
+    return out
+
+
+@numba.njit(cache=True)
+def _rle_string(mask: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
+    """pycocotools' compressed RLE string (``rleEncode`` then ``rleToString``) of an (H, W)
+    0/1 uint8 mask, as ASCII bytes; runs are column-major, only the mask's bounds are read."""
+    height_px, width_px = mask.shape
+    u0, v0, u1, v1 = mask_bounds_kernel(mask, words, step)
+    end = height_px * width_px
+    counts = np.empty((u1 - u0) * (v1 - v0) + (u1 - u0) + 2, np.int64)
+    k, p, start = 0, 0, 0
+    for u in range(u0, u1):
+        base = u * height_px
+        for v in range(v0, v1):
+            if mask[v, u] != p:
+                counts[k] = base + v - start
+                k += 1
+                start = base + v
+                p = 1 - p
+        # Below the bounds (or, past the last row, the top of the next column) pixels are 0,
+        # unless the next column's first pixel is read by the loop itself.
+        nxt = base + v1
+        if p == 1 and nxt < end and not (v1 == height_px and v0 == 0 and u + 1 < u1):
+            counts[k] = nxt - start
+            k += 1
+            start = nxt
+            p = 0
+    counts[k] = end - start
+    k += 1
+    text = np.empty(7 * k, np.uint8)
+    n = 0
+    for i in range(k):
+        x = counts[i]
+        if i > 2:
+            x -= counts[i - 2]
+        more = True
+        while more:
+            c = x & 0x1F
+            x >>= 5
+            more = (x != -1) if (c & 0x10) != 0 else (x != 0)
+            if more:
+                c |= 0x20
+            text[n] = c + 48
+            n += 1
+    return text[:n]
 
 
 def encode_mask(mask: np.ndarray) -> dict[str, Any]:
