@@ -129,20 +129,27 @@ def check_input_files(clip: Clip) -> None:
 
 
 def inputs_digest(clip: Clip) -> dict[str, Any]:
-    """sha256 over the clip's sensor files (relative paths and contents), and their count."""
+    """sha256 over the clip's sensor files (relative paths and contents), their count, and each
+    file's sha256 by its path relative to the dataroot; the dataroot is stored absolute (a later
+    ``autolabel release`` from another folder must find the same files, and checks them)."""
     h = hashlib.sha256()
     files = clip_input_files(clip)
-    root = Path(clip.dataroot) if clip.dataroot else None
+    root = Path(clip.dataroot).resolve() if clip.dataroot else None
+    per_file = {}
     for path in files:
-        rel = path.relative_to(root) if root and path.is_relative_to(root) else path
+        p = Path(path).resolve() if root else Path(path)
+        rel = p.relative_to(root) if root and p.is_relative_to(root) else Path(path)
+        digest = file_sha256(path)
         h.update(str(rel).encode())
-        h.update(file_sha256(path).encode())
+        h.update(digest.encode())
+        per_file[rel.as_posix()] = digest
     return {
-        "dataroot": str(clip.dataroot),
+        "dataroot": str(root) if root else str(clip.dataroot),
         "version": clip.version,
         "scene_token": clip.token,
         "files": len(files),
         "sha256": h.hexdigest(),
+        "file_sha256": per_file,
     }
 
 

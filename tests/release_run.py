@@ -15,6 +15,7 @@ import numpy as np
 from autolabel.atomic_io import atomic_write_json
 from autolabel.attributes import compute_attributes
 from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
+from autolabel.pipeline import inputs_digest
 from autolabel.qa import ClipQAMeta, QAConfig, generate_clip_qa, write_qa_jsonl
 from autolabel.qa.projected_grounding import regions_from_projection
 from autolabel.qa.sampling import select_keyframes
@@ -61,11 +62,7 @@ def build_run(dataroot: Path, run_dir: Path, version: str = "v1.0-mini", seed: i
             clip_dir / "manifest.json",
             {
                 "clip": name,
-                "inputs": {
-                    "dataroot": str(Path(dataroot).resolve()),
-                    "version": version,
-                    "scene_token": clip.token,
-                },
+                "inputs": inputs_digest(clip),
                 "seed": seed,
             },
             indent=1,

@@ -132,6 +132,7 @@ class _ClipInput:
     records: list[dict[str, Any]]
     dataroot: Path
     version: str
+    inputs: dict = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------- reading
@@ -174,16 +175,72 @@ def read_run(run_dir: str | Path, config: ReleaseConfig) -> list[_ClipInput]:
                 f"{manifest_path}: no inputs.dataroot / inputs.version; pass the dataset with "
                 "ReleaseConfig.dataroot and .version (--dataroot, --version)"
             )
+        if not config.dataroot and not Path(dataroot).is_absolute():
+            # Relative to which folder? Not this process's: that would release another dataset.
+            raise ValueError(
+                f"{manifest_path}: inputs.dataroot {dataroot!r} is relative (an older run); "
+                "pass the dataset with --dataroot"
+            )
         for r in records:
             if r.get("clip") != clip_dir.name:
                 raise ValueError(
                     f"{qa_path}: record {r.get('id')} names clip {r.get('clip')!r}, "
                     f"folder is {clip_dir.name!r}"
                 )
-        clips.append(_ClipInput(clip_dir.name, clip_dir, records, Path(dataroot), version))
+        clips.append(
+            _ClipInput(clip_dir.name, clip_dir, records, Path(dataroot).resolve(), version, inputs)
+        )
     if not clips:
         raise ValueError(f"{root}: no <clip>/{QA_FILE} with records")
     return clips
+
+
+def check_clip_images(clip: Clip, clip_input: _ClipInput) -> None:
+    """Refuse a clip whose camera images are not the ones its run labelled.
+
+    The run's manifest holds each input file's sha256 by its path relative to the dataroot
+    (``autolabel.pipeline.inputs_digest``); every camera image of the clip must be listed there
+    and hash the same. A manifest with only the combined digest is checked against the digest
+    of all the clip's inputs when it covers as many files; one with neither cannot be checked.
+
+    Raises:
+        ValueError: naming the image (or, for a combined digest, the dataroot) that differs.
+    """
+    from autolabel.pipeline import file_sha256, inputs_digest
+
+    manifest = clip_input.dir / MANIFEST
+    per_file = clip_input.inputs.get("file_sha256")
+    if isinstance(per_file, dict) and per_file:
+        root = clip_input.dataroot
+        for frame in clip.frames:
+            for cam in frame.cameras.values():
+                path = Path(cam.path).resolve()
+                rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else None
+                want = per_file.get(rel) if rel else None
+                if want is None:
+                    raise ValueError(
+                        f"{path}: not an input of the run ({manifest} lists no such file under "
+                        f"{root})"
+                    )
+                if not path.is_file():
+                    raise FileNotFoundError(f"{path}: input image of {manifest} is missing")
+                if file_sha256(path) != want:
+                    raise ValueError(
+                        f"{path}: image differs from the one the run labelled (sha256 does not "
+                        f"match {manifest})"
+                    )
+        return
+    if clip_input.inputs.get("sha256"):
+        got = inputs_digest(clip)
+        # Another sweep count lists other files: then the combined digest cannot be compared.
+        if (
+            got["files"] == clip_input.inputs.get("files")
+            and got["sha256"] != clip_input.inputs["sha256"]
+        ):
+            raise ValueError(
+                f"{clip_input.dataroot}: the clip's input files differ from those the run "
+                f"labelled (sha256 does not match {manifest})"
+            )
 
 
 def _tracking_boxes(path: Path, tokens: Sequence[str]) -> list[Boxes3D]:
@@ -603,7 +660,9 @@ def build_release(
         key = (str(ci.dataroot), ci.version)
         if key not in datasets:
             datasets[key] = open_dataset(ci.dataroot, ci.version)
-        clips.append(read_clip(datasets[key], ci.name, max_sweeps=1))
+        clip = read_clip(datasets[key], ci.name, max_sweeps=1)
+        check_clip_images(clip, ci)
+        clips.append(clip)
     split_of = assign_splits(
         {c.name: c.log_name for c in clips},
         {ci.name: len(ci.records) for ci in inputs},
