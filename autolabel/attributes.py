@@ -21,6 +21,7 @@ import numpy as np
 from autolabel.atomic_io import atomic_write_bytes
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
+from calib import stable_math
 from calib.bearing import bearing_deg, clock_from_bearing
 from calib.rotation import wrap_angle
 from calib.se3 import SE3
@@ -422,6 +423,20 @@ def _validate_tracks(tracks: Sequence[Boxes3D], n_frames: int) -> None:
             raise ValueError(f"tracks[{f}]: a track id occurs more than once in the frame")
 
 
+def _rotate_transposed(rot: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``R^T v`` for stacks (..., 3, 3) and (..., 3), summed in a fixed order.
+
+    ``np.einsum`` may sum these three products in a different order depending on how its
+    operands happen to be aligned in memory, which changes the last bit between two runs of the
+    same input; written out, the result is the same bytes every time.
+    """
+    return (
+        rot[..., 0, :] * v[..., 0, None]
+        + rot[..., 1, :] * v[..., 1, None]
+        + rot[..., 2, :] * v[..., 2, None]
+    )
+
+
 def compute_attributes(
     timestamps_s: np.ndarray,
     global_SE3_ego: Sequence[SE3] | np.ndarray,
@@ -466,10 +481,10 @@ def compute_attributes(
 
     # Global -> ego of the row's frame: p_ego = R^T (p_global - t).
     rot_row, trans_row = rot[frame_of_row], trans[frame_of_row]
-    center_ego = np.einsum("nji,nj->ni", rot_row, boxes.center_m - trans_row)
+    center_ego = _rotate_transposed(rot_row, boxes.center_m - trans_row)
     heading_global = np.stack([np.cos(boxes.yaw_rad), np.sin(boxes.yaw_rad), np.zeros(n)], axis=1)
-    heading_ego = np.einsum("nji,nj->ni", rot_row, heading_global)
-    yaw_ego = wrap_angle(np.arctan2(heading_ego[:, 1], heading_ego[:, 0]))
+    heading_ego = _rotate_transposed(rot_row, heading_global)
+    yaw_ego = wrap_angle(stable_math.arctan2(heading_ego[:, 1], heading_ego[:, 0]))
 
     # Velocity over ground in the global frame: the tracker's, else the track's displacement.
     centers_pivot = np.full((n_frames, n_tracks, 3), np.nan)
@@ -478,16 +493,16 @@ def compute_attributes(
     tracker_ok = np.all(np.isfinite(boxes.velocity_mps), axis=1)
     use_tracker = tracker_ok if cfg.velocity_from == "tracker" else np.zeros(n, bool)
     vel_global = np.where(use_tracker[:, None], boxes.velocity_mps, vel_from_positions)
-    vel_ego = np.einsum(
-        "nji,nj->ni", rot_row, np.concatenate([vel_global, np.zeros((n, 1))], axis=1)
-    )[:, :2]
+    vel_ego = _rotate_transposed(rot_row, np.concatenate([vel_global, np.zeros((n, 1))], axis=1))[
+        :, :2
+    ]
     speed = np.hypot(vel_global[:, 0], vel_global[:, 1])
 
     ego_vel = _finite_difference(trans[:, :2], np.ones(n_frames, bool), t)
     # Ego pose in the clip frame (the first frame's ego frame): p_clip = R0^T (t_f - t0).
     ego_xy_clip = np.einsum("ji,fj->fi", rot[0], trans - trans[0])[:, :2]
     rot_clip = np.einsum("ji,fjk->fik", rot[0], rot)
-    ego_yaw_clip = np.arctan2(rot_clip[:, 1, 0], rot_clip[:, 0, 0])
+    ego_yaw_clip = stable_math.arctan2(rot_clip[:, 1, 0], rot_clip[:, 0, 0])
     ego_speed_frame = np.hypot(ego_vel[:, 0], ego_vel[:, 1])
 
     # Sidedness against the ego box, MetaVQA's all-vertices rule with V = ego forward (+x).
@@ -514,8 +529,8 @@ def compute_attributes(
     future_present = frame_ok[frame_of_row] & (future_row >= 0)
     future_row = np.where(future_present, future_row, 0)
     fut_frame = future_frame_row
-    center_future_ego = np.einsum(
-        "nkji,nkj->nki", rot[fut_frame], boxes.center_m[future_row] - trans[fut_frame]
+    center_future_ego = _rotate_transposed(
+        rot[fut_frame], boxes.center_m[future_row] - trans[fut_frame]
     )
     future_distance = np.where(
         future_present, np.hypot(center_future_ego[..., 0], center_future_ego[..., 1]), np.nan

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from autolabel.classes import DETECTION_CLASSES
+from calib import stable_math
 from calib.rotation import wrap_angle
 from calib.se3 import SE3
 
@@ -137,7 +138,7 @@ class Boxes3D:
         return Boxes3D(
             center_m=a_SE3_b.transform_points(self.center_m),
             size_wlh_m=self.size_wlh_m.copy(),
-            yaw_rad=wrap_angle(np.arctan2(heading_a[:, 1], heading_a[:, 0])),
+            yaw_rad=wrap_angle(stable_math.arctan2(heading_a[:, 1], heading_a[:, 0])),
             velocity_mps=a_SE3_b.rotate_vectors(vel_b)[:, :2],
             label=self.label.copy(),
             score=self.score.copy(),

@@ -13,16 +13,25 @@ vectorized over the objects and points of one image.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Clip
 from autolabel.config import SegmentOptions
 from autolabel.nuscenes_reader import aggregate_sweeps
-from calib.projection import box_2d_from_corners, clip_boxes_2d, in_image_fraction, project_points
+from calib.projection import (
+    NEAR_PLANE_M,
+    box_2d_from_corners,
+    box_silhouette_uv,
+    clip_boxes_2d,
+    in_image_fraction,
+    project_points,
+)
 
 
 @dataclass
@@ -39,10 +48,23 @@ class CameraViews:
         box_clipped_px: (V, 4) the same, clipped to the image.
         in_image_fraction: (V,) fraction of the unclipped box's area inside the image.
         depth_m: (V,) box centre's depth along the camera's optical axis, metres.
-        lidar_points: (V,) int64 LiDAR points of the keyframe sweep(s) inside the 3D box.
+        near_depth_m: (V,) depth of the box's nearest corner (at least the near plane), metres.
+        lidar_points: (V,) int64 LiDAR points of the keyframe sweep inside the 3D box.
         seed_offsets: (V + 1,) int64; the seeds of view i are ``seed_uv[seed_offsets[i]:
             seed_offsets[i + 1]]``.
-        seed_uv: (S, 2) float32 the object's LiDAR points projected into the image, pixels.
+        seed_uv: (S, 2) float32 the object's own LiDAR returns (``seed_sweeps`` sweeps, each
+            tested against the box where the object was at that sweep's time) moved to the
+            image's capture time and projected with the image's own pose, pixels.
+        hull_offsets: (V + 1,) int64; the hull of view i is ``hull_uv[hull_offsets[i]:
+            hull_offsets[i + 1]]``.
+        hull_uv: (H, 2) float32 vertices of each projected 3D box's exact silhouette (convex
+            hull, near-plane clipped) clipped to the image, pixels; empty when degenerate.
+        scene_image_key: (I,) int64 ``image_key`` of each image with views (sorted).
+        scene_offsets: (I + 1,) int64; the scene returns of image j are ``scene_uvd[
+            scene_offsets[j]:scene_offsets[j + 1]]``.
+        scene_uvd: (Q, 3) float32 u, v (pixels), depth (metres) of the keyframe sweep's returns
+            at least ``occluder_min_height_m`` above the ego ground plane, each moved with the
+            tracked object it belongs to: what the LiDAR saw that can hide an object.
     """
 
     channels: tuple[str, ...]
@@ -55,9 +77,15 @@ class CameraViews:
     box_clipped_px: np.ndarray
     in_image_fraction: np.ndarray
     depth_m: np.ndarray
+    near_depth_m: np.ndarray
     lidar_points: np.ndarray
     seed_offsets: np.ndarray
     seed_uv: np.ndarray
+    hull_offsets: np.ndarray
+    hull_uv: np.ndarray
+    scene_image_key: np.ndarray
+    scene_offsets: np.ndarray
+    scene_uvd: np.ndarray
 
     def __len__(self) -> int:
         return len(self.frame_index)
@@ -81,6 +109,17 @@ class CameraViews:
     def seeds_of(self, rows: np.ndarray) -> list[np.ndarray]:
         """The (K_i, 2) seed pixels of each view in ``rows``."""
         return [self.seed_uv[self.seed_offsets[i] : self.seed_offsets[i + 1]] for i in rows]
+
+    def hulls_of(self, rows: np.ndarray) -> list[np.ndarray]:
+        """The (K_i, 2) image-clipped hull polygon of each view in ``rows``."""
+        return [self.hull_uv[self.hull_offsets[i] : self.hull_offsets[i + 1]] for i in rows]
+
+    def scene_of(self, image_key: int) -> np.ndarray:
+        """(Q, 3) u, v, depth of the scene's LiDAR returns in image ``image_key``."""
+        j = int(np.searchsorted(self.scene_image_key, image_key))
+        if j == len(self.scene_image_key) or self.scene_image_key[j] != image_key:
+            return np.zeros((0, 3), np.float32)
+        return self.scene_uvd[self.scene_offsets[j] : self.scene_offsets[j + 1]]
 
 
 def object_points_global(
@@ -106,7 +145,16 @@ def object_points_global(
         return empty, empty
     points = np.asarray(frame_points_global, dtype=np.float64)
     radius = 0.5 * np.hypot(boxes.size_wlh_m[:, 0], boxes.size_wlh_m[:, 1]) + 1e-6
-    near = cKDTree(points[:, :2]).query_ball_point(boxes.center_m[:, :2], r=radius)
+    # Most returns are far from every box: keep those within the largest radius of some box
+    # centre (one query against the few centres) before building the tree of points.
+    distance, _ = cKDTree(boxes.center_m[:, :2]).query(
+        points[:, :2], distance_upper_bound=float(radius.max())
+    )
+    candidates = np.flatnonzero(np.isfinite(distance))
+    if len(candidates) == 0:
+        return empty, empty
+    near = cKDTree(points[candidates, :2]).query_ball_point(boxes.center_m[:, :2], r=radius)
+    near = [candidates[np.asarray(x, dtype=np.int64)] for x in near]
     lengths = np.array([len(x) for x in near], dtype=np.int64)
     if lengths.sum() == 0:
         return empty, empty
@@ -125,12 +173,64 @@ def object_points_global(
     return owner[order], point[order]
 
 
-def _frame_points_global(clip: Clip, frame_index: int, sweeps: int) -> np.ndarray:
+def _frame_points(
+    clip: Clip, frame_index: int, sweeps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The keyframe's sweep and the ``sweeps - 1`` before it: (P, 3) global points, metres, (P,)
+    seconds from each point's sweep to the keyframe (>= 0) and (P,) height above the keyframe's
+    ego ground plane, metres (ego z)."""
     frame = clip.frames[frame_index]
-    points_lidar, _ = aggregate_sweeps(frame, sweeps)
+    points_lidar, lag_s = aggregate_sweeps(frame, sweeps)
     ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
-    global_SE3_lidar = frame.global_SE3_ego.compose(ego_SE3_lidar)
-    return global_SE3_lidar.transform_points(points_lidar[:, :3].astype(np.float64))
+    points_ego = ego_SE3_lidar.transform_points(points_lidar[:, :3].astype(np.float64))
+    return frame.global_SE3_ego.transform_points(points_ego), lag_s, points_ego[:, 2]
+
+
+def object_points_by_sweep(
+    points_global: np.ndarray, lag_s: np.ndarray, boxes: Boxes3D, velocity_mps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The points inside each box at the time of each point's own sweep.
+
+    A moving object was ``velocity * lag`` behind its keyframe box when an earlier sweep hit it, so
+    each sweep's points are tested against the boxes moved back by that much (boxes with unknown
+    velocity stay put). Returns (owner, point) pairs as :func:`object_points_global`, sorted by
+    owner then point.
+    """
+    owners, points = [], []
+    for lag in np.unique(lag_s):
+        idx = np.flatnonzero(lag_s == lag)
+        shifted = boxes
+        if lag > 0:
+            center = boxes.center_m.copy()
+            center[:, :2] -= velocity_mps * lag
+            shifted = dataclasses.replace(boxes, center_m=center)
+        owner, point = object_points_global(points_global[idx], shifted)
+        owners.append(owner)
+        points.append(idx[point])
+    owner, point = np.concatenate(owners), np.concatenate(points)
+    order = np.lexsort((point, owner))
+    return owner[order], point[order]
+
+
+def image_hulls(silhouette_uv: np.ndarray, width_px: int, height_px: int) -> list[np.ndarray]:
+    """Each object's projected 3D box hull clipped to the image: N (K_i, 2) float32 polygons.
+
+    ``silhouette_uv`` is ``calib.projection.box_silhouette_uv``'s (N, 20, 2) (NaN rows unused);
+    a box whose hull misses the image, or is degenerate, gets a (0, 2) polygon. One OpenCV hull and
+    one convex intersection per object (C calls; N is the objects of one image).
+    """
+    frame = np.array([[0, 0], [width_px, 0], [width_px, height_px], [0, height_px]], np.float32)
+    out = []
+    for points in silhouette_uv:
+        points = points[np.isfinite(points).all(axis=1)].astype(np.float32)
+        polygon = np.zeros((0, 2), np.float32)
+        if len(points) >= 3:
+            hull = cv2.convexHull(points.reshape(-1, 1, 2))
+            area, clipped = cv2.intersectConvexConvex(hull, frame.reshape(-1, 1, 2))
+            if area > 0 and clipped is not None:
+                polygon = clipped.reshape(-1, 2).astype(np.float32)
+        out.append(polygon)
+    return out
 
 
 def clip_channels(clip: Clip) -> tuple[str, ...]:
@@ -160,22 +260,26 @@ def build_camera_views(
     for c, channel in enumerate(channels):
         cal = clip.frames[0].cameras[channel].calibration
         sizes[c] = (cal.width_px, cal.height_px)
-    parts: dict[str, list[np.ndarray]] = {
-        k: []
-        for k in (
-            "frame", "camera", "track", "label", "box", "clipped", "frac", "depth", "points",
-            "seed_count", "seed_uv",
-        )
-    }  # fmt: skip
+    keys = (
+        "frame", "camera", "track", "label", "box", "clipped", "frac", "depth", "near", "points",
+        "seed_count", "seed_uv", "hull_count", "hull_uv", "scene_key", "scene_count", "scene_uvd",
+    )  # fmt: skip
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for f, (frame, boxes) in enumerate(zip(clip.frames, tracks, strict=True)):
         if len(boxes) == 0:
             continue
         order = np.argsort(boxes.track_id, kind="stable")
         boxes = boxes[order]
-        points_global = _frame_points_global(clip, f, opt.seed_sweeps)
-        owner, point = object_points_global(points_global, boxes)
-        n_points = np.bincount(owner, minlength=len(boxes)).astype(np.int64)
         velocity = np.nan_to_num(boxes.velocity_mps, nan=0.0)
+        points_global, lag_s, height_m = _frame_points(clip, f, opt.seed_sweeps)
+        owner, point = object_points_by_sweep(points_global, lag_s, boxes, velocity)
+        keyframe_pair = lag_s[point] == 0
+        n_points = np.bincount(owner[keyframe_pair], minlength=len(boxes)).astype(np.int64)
+        # The scene that can hide an object: the keyframe sweep's returns above the ground (road
+        # returns are never in front of an object's silhouette, but smear into its lower rim).
+        point_owner = np.full(len(points_global), -1, np.int64)
+        point_owner[point[keyframe_pair]] = owner[keyframe_pair]
+        scene = np.flatnonzero((lag_s == 0) & (height_m >= opt.occluder_min_height_m))
         corners = boxes.corners()  # (N, 8, 3)
         for c, channel in enumerate(channels):
             image = frame.cameras.get(channel)
@@ -209,21 +313,29 @@ def build_camera_views(
             rows = np.flatnonzero(keep)
             if len(rows) == 0:
                 continue
-            # Seeds: the kept objects' own points, moved with their object, in this image.
+            near = np.maximum(corners_cam[rows, :, 2].min(axis=1), NEAR_PLANE_M)
+            hulls = image_hulls(
+                box_silhouette_uv(cal.intrinsic, corners_cam[rows]), cal.width_px, cal.height_px
+            )
+            # Seeds: the kept objects' own points of every sweep, moved with their object from
+            # the sweep's time to the image's, projected with the image's own pose.
             pair = np.isin(owner, rows)
             pair_owner, pair_point = owner[pair], point[pair]
-            pts_cam = camera_SE3_global.transform_points(
-                points_global[pair_point] + shift[pair_owner]
-            )
-            uv, z = project_points(cal.intrinsic, pts_cam)
-            inside = (
-                (z > 0)
-                & (uv[:, 0] >= 0)
-                & (uv[:, 0] < cal.width_px)
-                & (uv[:, 1] >= 0)
-                & (uv[:, 1] < cal.height_px)
-            )
+            move_s = dt_s + lag_s[pair_point] if opt.motion_compensate else 0.0
+            moved = points_global[pair_point].copy()
+            moved[:, :2] += velocity[pair_owner] * np.reshape(move_s, (-1, 1))
+            uv, z = project_points(cal.intrinsic, camera_SE3_global.transform_points(moved))
+            inside = _in_image(uv, z, cal.width_px, cal.height_px)
             pair_owner, uv = pair_owner[inside], uv[inside]
+            # The scene's returns in this image, each moved with the object it belongs to.
+            scene_global = points_global[scene].copy()
+            scene_owner = point_owner[scene]
+            tracked = scene_owner >= 0
+            scene_global[tracked] += shift[scene_owner[tracked]]
+            scene_uv, scene_z = project_points(
+                cal.intrinsic, camera_SE3_global.transform_points(scene_global)
+            )
+            seen = _in_image(scene_uv, scene_z, cal.width_px, cal.height_px)
             parts["frame"].append(np.full(len(rows), f, np.int64))
             parts["camera"].append(np.full(len(rows), c, np.int16))
             parts["track"].append(boxes.track_id[rows])
@@ -232,17 +344,27 @@ def build_camera_views(
             parts["clipped"].append(clipped[rows])
             parts["frac"].append(frac[rows])
             parts["depth"].append(depth[rows])
+            parts["near"].append(near)
             parts["points"].append(n_points[rows])
             # pair_owner is sorted (np.nonzero order), so the seeds come grouped by object.
             parts["seed_count"].append(np.bincount(pair_owner, minlength=len(boxes))[rows])
             parts["seed_uv"].append(uv.astype(np.float32))
+            parts["hull_count"].append(np.array([len(h) for h in hulls], np.int64))
+            parts["hull_uv"].append(np.concatenate(hulls).astype(np.float32))
+            parts["scene_key"].append(np.array([f * len(channels) + c], np.int64))
+            parts["scene_count"].append(np.array([int(seen.sum())], np.int64))
+            parts["scene_uvd"].append(
+                np.column_stack([scene_uv[seen], scene_z[seen]]).astype(np.float32)
+            )
 
     def cat(key: str, dtype, tail: tuple[int, ...] = ()) -> np.ndarray:
         return (
             np.concatenate(parts[key]).astype(dtype) if parts[key] else np.zeros((0, *tail), dtype)
         )
 
-    seed_count = cat("seed_count", np.int64)
+    def offsets(key: str) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(cat(key, np.int64))]).astype(np.int64)
+
     return CameraViews(
         channels=channels,
         image_size_px=sizes,
@@ -254,7 +376,19 @@ def build_camera_views(
         box_clipped_px=cat("clipped", np.float64, (4,)),
         in_image_fraction=cat("frac", np.float64),
         depth_m=cat("depth", np.float64),
+        near_depth_m=cat("near", np.float64),
         lidar_points=cat("points", np.int64),
-        seed_offsets=np.concatenate([[0], np.cumsum(seed_count)]).astype(np.int64),
+        seed_offsets=offsets("seed_count"),
         seed_uv=cat("seed_uv", np.float32, (2,)),
+        hull_offsets=offsets("hull_count"),
+        hull_uv=cat("hull_uv", np.float32, (2,)),
+        scene_image_key=cat("scene_key", np.int64),
+        scene_offsets=offsets("scene_count"),
+        scene_uvd=cat("scene_uvd", np.float32, (3,)),
+    )
+
+
+def _in_image(uv: np.ndarray, z: np.ndarray, width_px: int, height_px: int) -> np.ndarray:
+    return (
+        (z > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < width_px) & (uv[:, 1] >= 0) & (uv[:, 1] < height_px)
     )

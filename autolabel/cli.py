@@ -188,6 +188,7 @@ def check_qa(
         print(f"... and {len(report.mismatches) - limit} more")
     print(f"clips: {len(report.records)}")
     print(f"records: {sum(report.records.values())}")
+    print(f"clips checked against their marks and masks: {len(report.grounded)}")
     print(f"mismatches: {len(report.mismatches)}")
     if not report.ok:
         raise typer.Exit(1)
@@ -208,15 +209,19 @@ def eval_qa(
         LabelQualityConfig,
         evaluate_label_quality,
         format_label_quality,
+        format_precision_yield,
         label_quality_table,
+        write_precision_yield_plot,
     )
 
     with exit_on(FileNotFoundError, ValueError):
         config = LabelQualityConfig(match_distance_m=match_distance_m, method=method)
         result = evaluate_label_quality(reference, candidate, out, config)
     print("\n".join(format_label_quality(result)))
-    Console(width=140).print(label_quality_table(result))
-    print(f"written: {result['output']}")
+    print("\n".join(format_precision_yield(result)))
+    Console(width=160).print(label_quality_table(result))
+    plot = write_precision_yield_plot(result)
+    print(f"written: {result['output']}, {plot}")
 
 
 @bench_app.command("export")
@@ -224,38 +229,84 @@ def bench_export(
     run: Path = typer.Argument(..., help="Run folder with <clip>/qa.jsonl."),
     out: Path = typer.Option(..., "--out", help="Benchmark folder to write."),
     dataroot: Path = typer.Option(None, help="Dataset root (default: the clips' manifests')."),
-    images: bool = typer.Option(True, help="Render the Set-of-Mark images."),
+    images: bool = typer.Option(True, help="Render the Set-of-Mark images (autolabel format)."),
     dynamic_only: bool = typer.Option(False, help="Drop scene groups where nothing moves."),
     seed: int = typer.Option(0, help="Seed of the random baseline."),
+    format: str = typer.Option(
+        "autolabel", "--format", help="autolabel, or strideqa (the STRIDE-QA-Bench files)."
+    ),
 ) -> None:
-    """Write questions.jsonl (feed it to a VLM), answer_key.jsonl, images and baselines."""
+    """Write the questions (feed them to a VLM), the answer key, images and baselines."""
     from autolabel.benchmark.export import ExportConfig, export_benchmark
+    from autolabel.benchmark.strideqa import StrideqaExportConfig, export_strideqa
 
+    if format not in ("autolabel", "strideqa"):
+        typer.echo(f"error: --format must be autolabel or strideqa, got {format!r}", err=True)
+        raise typer.Exit(2)
     with exit_on(FileNotFoundError, ValueError):
-        config = ExportConfig(images=images, dynamic_only=dynamic_only, seed=seed)
-        summary = export_benchmark(run, out, dataroot, config)
+        if format == "strideqa":
+            summary = export_strideqa(
+                run, out, dataroot, StrideqaExportConfig(dynamic_only=dynamic_only, seed=seed)
+            )
+        else:
+            config = ExportConfig(images=images, dynamic_only=dynamic_only, seed=seed)
+            summary = export_benchmark(run, out, dataroot, config)
     print(f"questions: {summary['questions']}")
-    for name, n in summary["by_set"].items():
-        print(f"{name}: {n}")
-    print(f"groups: {summary['groups']}")
-    for name, n in summary["groups_by_situation"].items():
-        print(f"situation {name}: {n}")
+    if format == "strideqa":
+        for name, n in summary["by_category"].items():
+            print(f"{name}: {n}")
+        print(f"groups: {summary['groups']}")
+        for name, n in summary["groups_by_relation"].items():
+            print(f"relation {name}: {n}")
+        for name, n in summary["dropped"].items():
+            print(f"dropped {name}: {n}")
+    else:
+        for name, n in summary["by_set"].items():
+            print(f"{name}: {n}")
+        print(f"groups: {summary['groups']}")
+        for name, n in summary["groups_by_situation"].items():
+            print(f"situation {name}: {n}")
     print(f"written: {out}")
 
 
 @bench_app.command("score")
 def bench_score(
     bench: Path = typer.Argument(..., help="Benchmark folder (autolabel bench export)."),
-    answers: Path = typer.Argument(..., help='JSONL of {"id", "answer"} per question.'),
+    answers: Path = typer.Argument(
+        ...,
+        help='JSONL of {"id", "answer"} per question, or STRIDE-QA-Bench predictions (a JSON '
+        "array of records with question_id and pred, or a folder of *_t*.json).",
+    ),
     out: Path = typer.Option(None, help="Metrics JSON (default ANSWERS.scores.json)."),
+    tolerances: str = typer.Option(
+        "published", help="published (the authors' scorer, default) or paper."
+    ),
+    parser: str = typer.Option(
+        "published",
+        help="STRIDE-QA-Bench predictions only: published (its parser, default) or autolabel.",
+    ),
 ) -> None:
-    """LSR@t, MLSR, TLC, per-dimension SR, accuracies; prints a table and writes JSON."""
+    """LSR@t, MLSR, TLC, per-dimension SR, accuracies; prints them and writes JSON."""
     from rich.console import Console
 
-    from autolabel.benchmark.scoring import breakdown_table, format_scores, score_benchmark
+    from autolabel.benchmark.scoring import (
+        breakdown_table,
+        format_scores,
+        score_benchmark,
+    )
+    from autolabel.benchmark.scoring import (
+        tolerances as tolerance_profile,
+    )
+    from autolabel.benchmark.strideqa import format_strideqa, is_strideqa_input, score_strideqa
 
     with exit_on(FileNotFoundError, ValueError):
-        result = score_benchmark(bench, answers, out)
+        tolerance_profile(tolerances)
+        if is_strideqa_input(bench, answers):
+            result = score_strideqa(bench, answers, out, tolerances, parser)
+            print("\n".join(format_strideqa(result)))
+            print(f"written: {result['scores_file']}")
+            return
+        result = score_benchmark(bench, answers, out, tolerances)
     print("\n".join(format_scores(result)))
     Console(width=120).print(breakdown_table(result))
     print(f"written: {result['scores_file']}")
@@ -283,7 +334,7 @@ def run(
     scenes: str = typer.Option("", help="Comma-separated scene names (default: all)."),
     detector: str = typer.Option(None, help="Detector backend (lidar, gt, results, bevfusion)."),
     tracker: str = typer.Option(None, help="Tracker (pub)."),
-    segmenter: str = typer.Option(None, help="Segmenter backend (lidar, sam2)."),
+    segmenter: str = typer.Option(None, help="Segmenter backend (geometric, lidar, sam2)."),
     config: Path = typer.Option(None, help="YAML run config (PipelineConfig fields, 'ray')."),
     ray: str = typer.Option(
         None,
@@ -305,8 +356,10 @@ def run(
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from None
     from autolabel.nuscenes_reader import DatasetError
+    from autolabel.run_folder import RunFolderError
     from autolabel.segmentation import SegmenterUnavailable
     from detectors import DetectorUnavailableError
+    from ray_jobs.cluster import ClusterError
 
     scene_list = [s for s in scenes.split(",") if s] or None
     try:
@@ -320,8 +373,15 @@ def run(
             from autolabel.pipeline import run_pipeline
 
             summary = run_pipeline(dataroot, version, out, scene_list, run_config, force, progress)
-    except (DatasetError, KeyError, DetectorUnavailableError, SegmenterUnavailable) as e:
-        # Nothing can run: the dataset, the scene list or a backend is unusable.
+    except (
+        DatasetError,
+        KeyError,
+        DetectorUnavailableError,
+        SegmenterUnavailable,
+        RunFolderError,
+        ClusterError,
+    ) as e:
+        # Nothing can run: the dataset, the scene list, a backend, OUT or the cluster is unusable.
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     print(format_run_report(summary))
@@ -390,7 +450,9 @@ def release(
     out: Path = typer.Option(..., "--out", help="Release folder to write."),
     dataroot: str = typer.Option(None, help="Dataset root (default: each clip's manifest)."),
     version: str = typer.Option(None, help="Dataset version (default: each clip's manifest)."),
-    salt: str = typer.Option(None, help="Secret salt of the re-keyed ids (default: from the run)."),
+    salt: str = typer.Option(
+        None, help="Secret salt of the re-keyed ids (default: a random secret kept in RUN)."
+    ),
     frames: str = typer.Option(None, help="Images per camera: context (default) or keyframe."),
     image_format: str = typer.Option(None, help="jpg (default) or png."),
     webdataset: bool = typer.Option(False, help="Also write WebDataset tar shards."),
@@ -431,6 +493,12 @@ def release(
         raise typer.Exit(1) from None
     for key in ("out_dir", "images", "blurred_area_fraction", "seconds"):
         print(f"{key}: {summary[key]}")
+    if cfg.salt is None:
+        from autolabel.release.salt import salt_file
+
+        print(
+            f"salt: a random secret, kept in {salt_file(run)} (keep it private; pass --salt to choose your own)"
+        )
     for split, n in summary["splits"].items():
         print(f"split {split}: {n} records, {summary['clips'][split]} clips")
 

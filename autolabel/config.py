@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -66,6 +67,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(value):  # .inf / .nan would pass every range check, then break
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
@@ -139,18 +142,30 @@ class SegmentOptions:
             skipped (nothing a mask or a question could use).
         min_in_image_fraction: objects with less of their projected box inside the image are
             skipped.
-        seed_sweeps: LiDAR sweeps whose points inside the box seed the segmenter (1: the
-            keyframe's own; more smear moving objects).
+        seed_sweeps: LiDAR sweeps whose points inside the box are the object's own returns (1:
+            the keyframe's own; 2, the default: also the sweep before it, so the returns bracket
+            the cameras' capture times, which precede the keyframe sweep). Each sweep is tested
+            against the box moved back by the track's velocity to that sweep's time.
         motion_compensate: move each box (and its seed points) by its track velocity from the
             LiDAR time to the camera's capture time before projecting (cameras fire up to
             ~50 ms away from the LiDAR in nuScenes).
+        occluder_min_height_m: LiDAR returns lower than this above the ego ground plane (ego z,
+            metres) are road, never an occluder; the rest may hide an object (the LiDAR-depth
+            occlusion share).
+        occluder_radius_deg: angle around a LiDAR return (about the beam spacing) whose pixels
+            it speaks for, degrees (pixels = focal length x tan).
+        occluder_margin_m: a return hides an object where it is more than this nearer than the
+            object's nearest box corner, metres.
     """
 
-    max_distance_m: float = 60.0
+    max_distance_m: float = 150.0
     min_box_px: float = 16.0
     min_in_image_fraction: float = 0.0
-    seed_sweeps: int = 1
+    seed_sweeps: int = 2
     motion_compensate: bool = True
+    occluder_min_height_m: float = 0.3
+    occluder_radius_deg: float = 0.25
+    occluder_margin_m: float = 0.5
 
     def __post_init__(self) -> None:
         if not self.max_distance_m > 0:
@@ -163,6 +178,12 @@ class SegmentOptions:
             )
         if self.seed_sweeps < 1:
             raise ValueError(f"seed_sweeps: must be >= 1, got {self.seed_sweeps}")
+        if not 0 < self.occluder_radius_deg <= 5:
+            raise ValueError(
+                f"occluder_radius_deg: must be in (0, 5], got {self.occluder_radius_deg}"
+            )
+        if self.occluder_margin_m < 0:
+            raise ValueError(f"occluder_margin_m: must be >= 0, got {self.occluder_margin_m}")
 
 
 @dataclass(frozen=True)
@@ -210,11 +231,16 @@ class PipelineConfig:
         detector: backend name (``lidar``, ``gt``, ``results``, ``bevfusion``);
             ``detector_options``: that backend's options (its config dataclass's fields).
         tracker: tracker name (``pub``); ``tracker_options``: its options.
+        refine: offboard track refinement after tracking (``track``: the whole-clip refinement of
+            ``autolabel.refine``; ``none``: the tracker's boxes are the labels);
+            ``refine_options``: ``autolabel.refine.RefineConfig`` fields.
         labels: which tracks become labels (``TrackFilterOptions``).
         attributes: ``autolabel.attributes.AttributeConfig`` fields.
-        segmenter: segmentation backend (``lidar``, ``sam2``); ``segmenter_options``: its options.
+        segmenter: segmentation backend (``geometric``, ``lidar``, ``sam2``);
+            ``segmenter_options``: its options.
         segment: which projected objects are segmented (``SegmentOptions``).
-        visibility: ``autolabel.visibility.VisibilityConfig`` thresholds.
+        visibility: ``autolabel.visibility.VisibilityConfig`` thresholds; keys not given take
+            the segmenter's defaults (``autolabel.visibility.visibility_defaults``).
         marks: ``autolabel.set_of_mark.MarkStyle`` of the Set-of-Mark images.
         marks_stitched: also write the stitched six-camera view per keyframe.
         qa: ``autolabel.qa.QAConfig`` (its ``seed`` is this config's ``seed``).
@@ -227,6 +253,8 @@ class PipelineConfig:
     detector_options: dict = field(default_factory=dict)
     tracker: str = "pub"
     tracker_options: dict = field(default_factory=dict)
+    refine: str = "track"
+    refine_options: dict = field(default_factory=dict)
     labels: TrackFilterOptions = field(default_factory=TrackFilterOptions)
     attributes: Any = None
     segmenter: str = "lidar"
@@ -243,7 +271,7 @@ class PipelineConfig:
             raise ConfigError(f"seed: must be an integer >= 0, got {self.seed!r}")
         attribute_cls, visibility_cls, mark_cls, qa_cls = _stage_configs()
         self.attributes = _section(self.attributes, attribute_cls, "attributes")
-        self.visibility = _section(self.visibility, visibility_cls, "visibility")
+        self.visibility = _visibility_section(self.visibility, self.segmenter)
         self.marks = _section(self.marks, mark_cls, "marks")
         qa = _section(self.qa, qa_cls, "qa")
         if qa.seed not in (0, self.seed):
@@ -270,6 +298,13 @@ class PipelineConfig:
                 f"tracker: unknown {self.tracker!r}; choose one of {', '.join(sorted(TRACKERS))}"
             )
         dataclass_from_mapping(TRACKERS[self.tracker][1], self.tracker_options, "tracker_options")
+        from autolabel.refine import REFINE_METHODS, RefineConfig
+
+        if self.refine not in REFINE_METHODS:
+            raise ConfigError(
+                f"refine: unknown {self.refine!r}; choose one of {', '.join(REFINE_METHODS)}"
+            )
+        dataclass_from_mapping(RefineConfig, self.refine_options, "refine_options")
         if self.segmenter not in SEGMENTER_NAMES:
             raise ConfigError(
                 f"segmenter: unknown {self.segmenter!r}; choose one of {', '.join(SEGMENTER_NAMES)}"
@@ -287,9 +322,25 @@ class PipelineConfig:
 
 #: Segmenter name -> (module, options dataclass), to validate options without building the model.
 _SEGMENTER_CONFIGS = {
+    "geometric": ("autolabel.segmentation.geometric", "GeometricConfig"),
     "lidar": ("autolabel.segmentation.lidar_seeded", "LidarSeededConfig"),
     "sam2": ("autolabel.segmentation.sam2_backend", "Sam2Config"),
 }
+
+
+def _visibility_section(value: Any, segmenter: str) -> Any:
+    """The visibility thresholds: the segmenter's defaults, overridden by the keys given."""
+    from autolabel.visibility import VisibilityConfig, visibility_defaults
+
+    if isinstance(value, VisibilityConfig):
+        return value
+    defaults = visibility_defaults(segmenter)
+    if value is None:
+        return defaults
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"visibility: expected a mapping, got {type(value).__name__}")
+    merged = {**{f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)}, **value}
+    return dataclass_from_mapping(VisibilityConfig, merged, "visibility")
 
 
 def _section(value: Any, cls: type, key: str) -> Any:
@@ -323,6 +374,12 @@ class RayOptions:
             is recorded for its clip, never retried).
         max_restarts: restarts of a model actor whose process died (its pending calls are retried).
         max_clips_in_flight: clips admitted at once (bounds memory); 0: twice the cluster's CPUs.
+        actor_resources, task_resources: custom Ray resources each model actor / CPU task
+            requires, to place them on the nodes that offer them (e.g. ``{"model_node": 1}``
+            for actors on nodes started with ``ray start --resources '{"model_node": 4}'``).
+        check_paths: before the first clip, check on every node that the dataroot is readable
+            and that ``OUT`` is the same writable folder the driver sees (a node-local path
+            fails here, naming the path and the node, instead of in every clip).
     """
 
     num_cpus: int | None = None
@@ -337,8 +394,15 @@ class RayOptions:
     max_retries: int = 3
     max_restarts: int = 3
     max_clips_in_flight: int = 0
+    actor_resources: dict[str, float] = field(default_factory=dict)
+    task_resources: dict[str, float] = field(default_factory=dict)
+    check_paths: bool = True
 
     def __post_init__(self) -> None:
+        for key in ("actor_resources", "task_resources"):
+            for name, amount in getattr(self, key).items():
+                if not isinstance(amount, (int, float)) or isinstance(amount, bool) or amount < 0:
+                    raise ValueError(f"{key}.{name}: must be a number >= 0, got {amount!r}")
         for key in ("num_cpus", "num_gpus"):
             value = getattr(self, key)
             if value is not None and value < 0:

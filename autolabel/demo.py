@@ -59,6 +59,9 @@ def small_image_config(width_px: int, height_px: int, **fields: Any) -> Pipeline
         line_thickness_px=max(1, round(base.marks.line_thickness_px * scale)),
         label_padding_px=max(1, round(base.marks.label_padding_px * scale)),
         small_box_area_px=round(base.marks.small_box_area_px * area, 1),
+        # The sizes above are already this image's: growing them again by its height would make
+        # labels collide on small images.
+        label_height_fraction=0.0,
     )
     return base
 
@@ -183,7 +186,10 @@ def _qa_evaluation(
 
     quality: list[str] = []
     if demo.label_quality:
-        reference = replace(config, detector="gt", detector_options={"noise": None})
+        # The reference is the truth: every answerable question, none held back by the gate.
+        reference = replace(
+            config, detector="gt", detector_options={}, qa=replace(config.qa, min_confidence=0.0)
+        )
         run_pipeline(dataroot, demo.version, reference_dir, clips, reference, progress=progress)
         quality = format_label_quality(evaluate_label_quality(reference_dir, run_dir))
     export_benchmark(run_dir, run_dir / "bench")

@@ -9,7 +9,9 @@ used (early mmdet3d converters wrote it with a wrong translation: minus the came
 the LiDAR frame, unrotated; nuScenes' own excerpt shows it, see tests/test_realdata.py).
 
 Pickles can run code when loaded, so they are read with an unpickler that only builds plain
-containers and numpy arrays and refuses every other global.
+containers and numpy arrays and refuses every other global; arrays are rebuilt here from their
+raw bytes with a checked numeric or text dtype (numpy's own unpickling hooks would build an
+object array from raw bytes, i.e. from pointers the file chooses).
 
 ``bbox_3d`` conventions (established on real nuScenes infos, see tests/test_realdata.py):
 
@@ -25,8 +27,11 @@ longer side of elongated boxes (the length), which no yaw convention can change.
 
 from __future__ import annotations
 
-import importlib
+import builtins
+import codecs
+import collections
 import io
+import math
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,30 +47,129 @@ from calib.se3 import SE3
 
 BoxConvention = Literal["auto", "legacy", "v1"]
 
-#: Globals an info pickle may reference: what numpy arrays and scalars need to be rebuilt, plain
-#: containers, and ``_codecs.encode`` (protocol-2 pickles store bytes as encode(str, 'latin1')).
-ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy.core.numeric", "_frombuffer"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "scalar"),
-        ("numpy._core.numeric", "_frombuffer"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("_codecs", "encode"),
-        ("collections", "OrderedDict"),
-        *(
-            ("builtins", name)
-            for name in ("list", "dict", "tuple", "set", "frozenset", "bytearray", "complex")
-        ),
-    }
-)
-
 
 class InfoFileError(ValueError):
     """An info file is unreadable, refused or malformed (the message names the file)."""
+
+
+#: dtype kinds an info array may have: booleans, integers, floats, complex, bytes and text. Never
+#: objects: an object array's elements are pointers, and rebuilding one from pickled raw bytes
+#: would dereference whatever addresses the file holds.
+_ARRAY_KINDS = frozenset("biufcSU")
+
+
+class _DtypeSpec:
+    """Stands in for ``numpy.dtype`` while unpickling: records the type code and the pickled
+    state, and builds the real dtype only from a checked plain kind and byte order (numpy's own
+    ``dtype.__setstate__`` would accept any flags, fields or sub-arrays the file claims)."""
+
+    def __init__(self, code, align=False, copy=True) -> None:
+        if not isinstance(code, str):
+            raise InfoFileError(f"dtype code must be a string, got {type(code).__name__}")
+        try:
+            self.base = np.dtype(code)
+        except TypeError:
+            raise InfoFileError(f"unknown dtype {code!r}") from None
+        if self.base.kind not in _ARRAY_KINDS or self.base.fields or self.base.subdtype:
+            raise InfoFileError(f"refusing dtype {code!r} (only plain numeric and text arrays)")
+        self.byteorder = "="
+
+    def __setstate__(self, state) -> None:
+        if not isinstance(state, tuple) or len(state) < 5:
+            raise InfoFileError(f"malformed dtype state {state!r:.80}")
+        byteorder, subarray, names, fields = state[1:5]
+        if subarray is not None or names is not None or fields is not None:
+            raise InfoFileError("refusing a dtype with fields or sub-arrays")
+        if byteorder not in ("<", ">", "|", "="):
+            raise InfoFileError(f"malformed dtype byte order {byteorder!r}")
+        self.byteorder = byteorder
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self.byteorder in ("<", ">"):
+            return self.base.newbyteorder(self.byteorder)
+        return self.base
+
+
+def _array_from_bytes(raw, dtype, shape, fortran: bool = False) -> np.ndarray:
+    if not isinstance(dtype, _DtypeSpec):
+        raise InfoFileError(f"array dtype must be a numpy dtype, got {type(dtype).__name__}")
+    if isinstance(raw, pickle.PickleBuffer):
+        raw = raw.raw()
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise InfoFileError(f"array data must be raw bytes, got {type(raw).__name__}")
+    if not isinstance(shape, tuple) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise InfoFileError(f"malformed array shape {shape!r:.80}")
+    dt = dtype.dtype
+    count = math.prod(shape)
+    if len(raw) != count * dt.itemsize:
+        raise InfoFileError(
+            f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, "
+            f"the file holds {len(raw)}"
+        )
+    flat = np.frombuffer(bytes(raw), dtype=dt, count=count)
+    return flat.reshape(shape, order="F" if fortran else "C").copy()
+
+
+class _NdarrayMarker:
+    """Stands in for ``numpy.ndarray`` (only ever the first argument of ``_reconstruct``)."""
+
+
+class _ArraySpec:
+    """Stands in for an ndarray while unpickling; ``__setstate__`` receives numpy's array state
+    ``(version, shape, dtype, is_fortran, raw bytes)`` and builds the array with
+    ``_array_from_bytes``. Replaced by the array once the whole file is read."""
+
+    array: np.ndarray | None = None
+
+    def __setstate__(self, state) -> None:
+        if isinstance(state, tuple) and len(state) == 5:
+            state = state[1:]
+        if not isinstance(state, tuple) or len(state) != 4:
+            raise InfoFileError(f"malformed array state {state!r:.80}")
+        shape, dtype, fortran, raw = state
+        self.array = _array_from_bytes(raw, dtype, shape, bool(fortran))
+
+
+def _reconstruct(cls, shape, typecode) -> _ArraySpec:
+    if cls is not _NdarrayMarker:
+        raise InfoFileError("refusing to reconstruct anything but a numpy array")
+    return _ArraySpec()
+
+
+def _scalar(dtype, raw=b""):
+    return _array_from_bytes(raw, dtype, (1,))[0]
+
+
+def _frombuffer(buf, dtype, shape, order="C") -> np.ndarray:
+    return _array_from_bytes(buf, dtype, tuple(shape), order == "F")
+
+
+#: Globals an info pickle may reference -> what the unpickler gives for them: numpy's array and
+#: scalar rebuilders (numpy 1 and 2 names) become the checked stand-ins above, plain containers
+#: are themselves, and ``_codecs.encode`` (protocol-2 pickles store bytes as
+#: ``encode(str, 'latin1')``).
+_SAFE_GLOBALS: dict[tuple[str, str], object] = {
+    **{
+        (module, name): value
+        for module in ("numpy.core.multiarray", "numpy._core.multiarray")
+        for name, value in (("_reconstruct", _reconstruct), ("scalar", _scalar))
+    },
+    ("numpy.core.numeric", "_frombuffer"): _frombuffer,
+    ("numpy._core.numeric", "_frombuffer"): _frombuffer,
+    ("numpy", "ndarray"): _NdarrayMarker,
+    ("numpy", "dtype"): _DtypeSpec,
+    ("_codecs", "encode"): codecs.encode,
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    **{
+        (module, name): getattr(builtins, name)
+        for module in ("builtins", "__builtin__")  # protocol 2 writes Python 2's name
+        for name in ("list", "dict", "tuple", "set", "frozenset", "bytes", "bytearray", "complex")
+    },
+}
+ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset(_SAFE_GLOBALS)
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -74,36 +178,65 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.source = source
 
     def find_class(self, module: str, name: str):
-        if (module, name) not in ALLOWED_GLOBALS:
+        if (module, name) not in _SAFE_GLOBALS:
             raise InfoFileError(
                 f"{self.source}: refusing to unpickle global {module}.{name} "
                 "(only numpy arrays and plain containers are allowed)"
             )
-        try:
-            return getattr(importlib.import_module(module), name)
-        except ImportError:
-            # numpy 2 writes numpy._core.*, numpy 1 has numpy.core.* (and the reverse shim).
-            other = module.replace("numpy._core", "numpy.core", 1)
-            if other == module:
-                other = module.replace("numpy.core", "numpy._core", 1)
-            return getattr(importlib.import_module(other), name)
+        return _SAFE_GLOBALS[(module, name)]
+
+
+def _materialise(obj, memo: dict[int, object]):
+    """``obj`` with every array stand-in replaced by its array (containers rebuilt or updated)."""
+    key = id(obj)
+    if key in memo:
+        return memo[key]
+    if isinstance(obj, _ArraySpec):
+        if obj.array is None:
+            raise InfoFileError("an array without its data")
+        out = obj.array
+    elif isinstance(obj, (_DtypeSpec, _NdarrayMarker)) or obj is _NdarrayMarker:
+        raise InfoFileError("a bare numpy dtype or class where data belongs")
+    elif isinstance(obj, dict):
+        memo[key] = obj
+        items = [(_materialise(k, memo), _materialise(v, memo)) for k, v in obj.items()]
+        obj.clear()
+        obj.update(items)
+        return obj
+    elif isinstance(obj, list):
+        memo[key] = obj
+        obj[:] = [_materialise(v, memo) for v in obj]
+        return obj
+    elif isinstance(obj, (tuple, set, frozenset)):
+        out = type(obj)(_materialise(v, memo) for v in obj)
+    else:
+        out = obj
+    memo[key] = out
+    return out
 
 
 def load_info_pickle(path: str | Path) -> dict:
     """Unpickle an info file with the restricted unpickler; returns its top-level dict.
 
+    Only plain containers and numeric or text numpy arrays are built; arrays are rebuilt from
+    their raw bytes by this module (never by numpy's own pickle hooks), and object arrays are
+    refused.
+
     Raises:
-        FileNotFoundError: no such file; InfoFileError: a refused global, a corrupt pickle, or no
-            ``data_list`` (the message names the file).
+        FileNotFoundError: no such file; InfoFileError: a refused global or dtype, a corrupt
+            pickle, or no ``data_list`` (the message names the file).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"info file {path} does not exist")
     data = path.read_bytes()
     try:
-        info = _RestrictedUnpickler(io.BytesIO(data), str(path)).load()
-    except InfoFileError:
-        raise
+        info = _materialise(_RestrictedUnpickler(io.BytesIO(data), str(path)).load(), {})
+    except InfoFileError as e:
+        message = str(e)
+        if message.startswith(str(path)):
+            raise
+        raise InfoFileError(f"{path}: {message}") from None
     except Exception as e:  # corrupt or truncated pickles raise many kinds of errors
         raise InfoFileError(f"{path}: not a readable pickle ({type(e).__name__}: {e})") from None
     if not isinstance(info, dict) or not isinstance(info.get("data_list"), list):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,23 @@ class DatasetError(ValueError):
 
 class _CheckedNuScenes(NuScenes):
     """``nuscenes.NuScenes`` whose table loading names the file on every failure and tolerates
-    absent optional tables; the tables themselves, the index and every query are the devkit's."""
+    absent optional tables; the tables themselves, the index and every query are the devkit's.
+
+    Records that share a token are kept (the devkit's index keeps the last), but once the dataset
+    is loaded, ``get`` of such a token raises: which record is meant cannot be told, and the last
+    one may belong to another scene. Clips that never touch one read normally.
+    """
+
+    _ready = False
+
+    def get(self, table_name: str, token: str) -> dict:
+        if self._ready and token in self.duplicate_tokens.get(table_name, {}):
+            raise DatasetError(
+                f"{Path(self.table_root) / f'{table_name}.json'}: "
+                f"{self.duplicate_tokens[table_name][token]} records share the token {token}; "
+                "tokens must be unique (which record is meant cannot be told)"
+            )
+        return NuScenes.get(self, table_name, token)
 
     def __load_table__(self, table_name: str) -> list:  # overrides the devkit loader
         path = Path(self.table_root) / f"{table_name}.json"
@@ -123,6 +140,11 @@ class _CheckedNuScenes(NuScenes):
         for i, record in enumerate(table):
             if not isinstance(record, dict) or "token" not in record:
                 raise DatasetError(f"{path}: record {i} is not an object with a 'token'")
+        counts = Counter(str(r["token"]) for r in table)
+        if len(counts) < len(table):
+            self.__dict__.setdefault("duplicate_tokens", {})[table_name] = {
+                t: n for t, n in counts.items() if n > 1
+            }
         if table_name == "map":
             # A map record makes the devkit open its mask file; keep only maps whose file exists.
             table = [m for m in table if (Path(self.dataroot) / m.get("filename", "")).is_file()]
@@ -141,6 +163,8 @@ class _CheckedNuScenes(NuScenes):
         finally:
             self.map = real_map
             self._token2ind["map"] = {m["token"]: i for i, m in enumerate(real_map)}
+        self.__dict__.setdefault("duplicate_tokens", {})
+        self._ready = True
 
 
 def _table_root_candidates(dataroot: Path) -> list[str]:
@@ -211,12 +235,27 @@ def _field(nusc: NuScenes, table: str, record: dict, key: str):
 def _pose(nusc: NuScenes, table: str, record: dict) -> SE3:
     quat = np.asarray(_field(nusc, table, record, "rotation"), dtype=np.float64)
     trans = np.asarray(_field(nusc, table, record, "translation"), dtype=np.float64)
-    if quat.shape != (4,) or trans.shape != (3,) or not np.any(quat):
+    if (
+        quat.shape != (4,)
+        or trans.shape != (3,)
+        or not np.any(quat)
+        or not (np.isfinite(quat).all() and np.isfinite(trans).all())
+    ):
         raise DatasetError(
             f"{_where(nusc, table)}: record {record['token']} needs a non-zero 4-number "
-            f"'rotation' and a 3-number 'translation'"
+            f"'rotation' and a 3-number 'translation', all finite; got rotation "
+            f"{record.get('rotation')!r}, translation {record.get('translation')!r}"
         )
     return SE3.from_quat_wxyz(quat, trans)
+
+
+def _is_pinhole_intrinsic(k: np.ndarray) -> bool:
+    return bool(
+        np.isfinite(k).all()
+        and k[0, 0] > 0
+        and k[1, 1] > 0
+        and np.array_equal(k[2], [0.0, 0.0, 1.0])
+    )
 
 
 def _sensor_channels(nusc: NuScenes, sample: dict, modality: str) -> list[str]:
@@ -297,13 +336,17 @@ class _ClipReader:
 
     def prefetch_ego_poses(self, sds: list[dict]) -> None:
         """Convert the ego poses of many sample_data at once (one batched quaternion conversion)."""
-        tokens = list(dict.fromkeys(sd["ego_pose_token"] for sd in sds))
+        tokens = list(
+            dict.fromkeys(_field(self.nusc, "sample_data", sd, "ego_pose_token") for sd in sds)
+        )
         tokens = [t for t in tokens if t not in self._poses]
         records = [self.nusc.get("ego_pose", t) for t in tokens]
         try:
             quat = np.array([r["rotation"] for r in records], dtype=np.float64).reshape(-1, 4)
             trans = np.array([r["translation"] for r in records], dtype=np.float64).reshape(-1, 3)
             if len(quat) != len(records) or len(trans) != len(records):
+                raise ValueError
+            if not (np.isfinite(quat).all() and np.isfinite(trans).all()):
                 raise ValueError
             rot = rotation_from_quat_wxyz(quat)
         except (KeyError, ValueError):
@@ -314,7 +357,7 @@ class _ClipReader:
             self._poses[t] = SE3(r, tr)
 
     def sensor_pose(self, sd: dict) -> SE3:
-        token = sd["calibrated_sensor_token"]
+        token = _field(self.nusc, "sample_data", sd, "calibrated_sensor_token")
         if token not in self._sensor_poses:
             cs = self.nusc.get("calibrated_sensor", token)
             self._sensor_poses[token] = _pose(self.nusc, "calibrated_sensor", cs)
@@ -322,7 +365,7 @@ class _ClipReader:
 
     def camera(self, sd: dict) -> CameraCalibration:
         width, height = int(sd.get("width") or 0), int(sd.get("height") or 0)
-        key = (sd["calibrated_sensor_token"], width, height)
+        key = (_field(self.nusc, "sample_data", sd, "calibrated_sensor_token"), width, height)
         if key not in self._cameras:
             cs = self.nusc.get("calibrated_sensor", sd["calibrated_sensor_token"])
             k = np.asarray(cs.get("camera_intrinsic") or [], dtype=np.float64)
@@ -332,26 +375,41 @@ class _ClipReader:
                     f"(calibrated_sensor {cs['token']}) needs a 3x3 'camera_intrinsic' and its "
                     f"sample_data {sd['token']} a positive 'width' and 'height'"
                 )
+            if not _is_pinhole_intrinsic(k):
+                raise DatasetError(
+                    f"{_where(self.nusc, 'calibrated_sensor')}: camera {sd['channel']} "
+                    f"(calibrated_sensor {cs['token']}) has camera_intrinsic {k.tolist()}: "
+                    "need finite numbers, focal lengths fx, fy > 0 and last row [0, 0, 1]"
+                )
             self._cameras[key] = CameraCalibration(
                 sd["channel"], k, self.sensor_pose(sd), width, height
             )
         return self._cameras[key]
 
     def path(self, sd: dict) -> Path:
-        return self.dataroot / _field(self.nusc, "sample_data", sd, "filename")
+        """The sensor file of a sample_data record, which must lie inside the dataroot."""
+        filename = str(_field(self.nusc, "sample_data", sd, "filename"))
+        normal = os.path.normpath(filename)
+        if not filename or os.path.isabs(filename) or normal == ".." or normal.startswith("../"):
+            raise DatasetError(
+                f"{_where(self.nusc, 'sample_data')}: record {sd['token']} has filename "
+                f"{filename!r}, which is not a path inside the dataroot {self.dataroot}; sensor "
+                "files are only read from inside it"
+            )
+        return self.dataroot / normal
 
     def sweep(self, sd: dict) -> LidarSweep:
         return LidarSweep(
             path=self.path(sd),
             global_SE3_ego=self.ego_pose(sd),
-            timestamp_us=int(sd["timestamp"]),
+            timestamp_us=int(_field(self.nusc, "sample_data", sd, "timestamp")),
             token=sd["token"],
             ego_SE3_lidar=self.sensor_pose(sd),
         )
 
     def earlier_sweeps(self, sd: dict) -> list[LidarSweep]:
         chain = []
-        while len(chain) < self.max_sweeps - 1 and sd["prev"]:
+        while len(chain) < self.max_sweeps - 1 and _field(self.nusc, "sample_data", sd, "prev"):
             sd = self.nusc.get("sample_data", sd["prev"])
             chain.append(sd)
         self.prefetch_ego_poses(chain)
@@ -426,7 +484,7 @@ class _ClipReader:
                     f"{token}"
                 ) from None
             samples.append(sample)
-            token = sample["next"]
+            token = _field(nusc, "sample", sample, "next")
         lidar_channel = _choose_lidar(nusc, samples, self.lidar_channel_arg)
         present_cameras = {ch for s in samples for ch in _sensor_channels(nusc, s, "camera")}
         if self.camera_channels_arg is not None:
@@ -452,7 +510,7 @@ class _ClipReader:
                     f"{scene['name']!r} has no {lidar_channel} sample_data"
                 )
             lidar_sd = nusc.get("sample_data", sample["data"][lidar_channel])
-            timestamp_us = int(sample["timestamp"])
+            timestamp_us = int(_field(nusc, "sample", sample, "timestamp"))
             t0_us = timestamp_us if t0_us is None else t0_us
             cameras = {}
             for ch in camera_channels:
@@ -463,7 +521,7 @@ class _ClipReader:
                     path=self.path(sd),
                     calibration=self.camera(sd),
                     global_SE3_ego=self.ego_pose(sd),
-                    timestamp_us=int(sd["timestamp"]),
+                    timestamp_us=int(_field(nusc, "sample_data", sd, "timestamp")),
                     token=sd["token"],
                 )
             frames.append(
@@ -534,6 +592,13 @@ def read_clip(
         raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
     nusc = _as_nusc(nusc_or_dataroot, version)
     scenes = {s["name"]: s for s in nusc.scene}
+    same_name = [s["token"] for s in nusc.scene if s["name"] == scene_name]
+    if len(same_name) > 1:
+        raise DatasetError(
+            f"{_where(nusc, 'scene')}: {len(same_name)} scenes are named {scene_name!r} "
+            f"(tokens {', '.join(same_name)}); scene names must be unique, each names its clip "
+            "folder"
+        )
     if scene_name not in scenes:
         raise KeyError(
             f"no scene {scene_name!r} in {nusc.table_root}; scenes: {sorted(scenes)[:20]}"

@@ -34,6 +34,9 @@ from typing import Any
 from autolabel.atomic_io import atomic_write_json, canonical_json
 from autolabel.clip import Clip
 from autolabel.config import PipelineConfig, config_to_dict
+from autolabel.image_files import image_file_problem
+from autolabel.run_folder import ClipNameError, clip_folder, run_folder_lock
+from autolabel.stage_clock import Lap, timed
 from autolabel.stages import (  # noqa: F401  (detect_stage, track_stage: part of this API)
     STAGE_NAMES,
     STAGES,
@@ -77,15 +80,36 @@ class ClipOutcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     error: dict[str, str] | None = None
+    #: CPU seconds of this process per stage (all its threads).
+    stage_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    #: Seconds of numba compilation per stage (start-up: not in ``stage_seconds``).
+    stage_compile_seconds: dict[str, float] = field(default_factory=dict)
+    #: Seconds the model actors worked for this clip, per kind (``detect``, ``segment``; Ray).
+    actor_seconds: dict[str, float] = field(default_factory=dict)
+    #: Seconds the clip was in flight without a stage working on it: queueing, object
+    #: transfers, worker start-up (Ray; 0 in a local run).
+    wait_seconds: float = 0.0
+    #: The Ray node ids each step ran on (Ray).
+    nodes: dict[str, list[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "clip": self.clip,
             "status": self.status,
             "stage_seconds": self.stage_seconds,
+            "stage_cpu_seconds": self.stage_cpu_seconds,
+            "stage_compile_seconds": self.stage_compile_seconds,
+            "actor_seconds": self.actor_seconds,
+            "wait_seconds": round(self.wait_seconds, 4),
+            "nodes": self.nodes,
             "counts": self.counts,
             "error": self.error,
         }
+
+    @property
+    def work_seconds(self) -> float:
+        """Seconds the stages worked on this clip (tasks and actors; compilation excluded)."""
+        return sum(self.stage_seconds.values())
 
 
 def file_sha256(path: Path) -> str:
@@ -107,31 +131,42 @@ def clip_input_files(clip: Clip) -> list[Path]:
 
 
 def check_input_files(clip: Clip) -> None:
-    """Every sensor file exists and is non-empty; every LiDAR file holds whole points.
+    """Every LiDAR file exists, is non-empty and holds whole points; every camera image that is
+    there has its format's signature and end marker (``image_files``): a truncated or foreign
+    file would decode to wrong pixels without a word. A missing or empty image is not an error
+    here: it loses its own views only (the segment stage gives them empty masks and the
+    visibility summary names the image).
 
     Raises:
         InputFileError: naming the first bad file.
     """
     lidar = {f.lidar.path for f in clip.frames} | {s.path for f in clip.frames for s in f.sweeps}
-    for path in clip_input_files(clip):
+    for path in sorted(lidar):
         try:
             size = os.path.getsize(path)
         except OSError:
             raise InputFileError(path, "sensor file is missing") from None
         if size == 0:
             raise InputFileError(path, "sensor file is empty")
-        if path in lidar and size % LIDAR_POINT_BYTES:
+        if size % LIDAR_POINT_BYTES:
             raise InputFileError(
                 path,
                 f"{size} bytes is not a whole number of {LIDAR_POINT_BYTES}-byte LiDAR points "
                 "(truncated?)",
             )
+    images = {img.path for f in clip.frames for img in f.cameras.values()}
+    for path in sorted(images):
+        if os.path.isfile(path) and os.path.getsize(path) > 0:
+            problem = image_file_problem(path)
+            if problem:
+                raise InputFileError(path, problem)
 
 
 def inputs_digest(clip: Clip) -> dict[str, Any]:
-    """sha256 over the clip's sensor files (relative paths and contents), their count, and each
-    file's sha256 by its path relative to the dataroot; the dataroot is stored absolute (a later
-    ``autolabel release`` from another folder must find the same files, and checks them)."""
+    """sha256 over the clip's sensor files (relative paths and contents; a missing camera image
+    hashes as 'missing'), their count, and each file's sha256 by its path relative to the
+    dataroot; the dataroot is stored absolute (a later ``autolabel release`` from another folder
+    must find the same files, and checks them)."""
     h = hashlib.sha256()
     files = clip_input_files(clip)
     root = Path(clip.dataroot).resolve() if clip.dataroot else None
@@ -139,7 +174,7 @@ def inputs_digest(clip: Clip) -> dict[str, Any]:
     for path in files:
         p = Path(path).resolve() if root else Path(path)
         rel = p.relative_to(root) if root and p.is_relative_to(root) else Path(path)
-        digest = file_sha256(path)
+        digest = file_sha256(path) if Path(path).is_file() else "missing"
         h.update(str(rel).encode())
         h.update(digest.encode())
         per_file[rel.as_posix()] = digest
@@ -151,6 +186,31 @@ def inputs_digest(clip: Clip) -> dict[str, Any]:
         "sha256": h.hexdigest(),
         "file_sha256": per_file,
     }
+
+
+#: Backend options whose value names a file the outputs depend on (a result file, weights).
+_FILE_OPTION_SUFFIXES = ("path", "file", "checkpoint", "weights", "config_file")
+_OPTION_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def option_files_digest(config: PipelineConfig) -> dict[str, Any]:
+    """sha256 of every existing file a backend option names (``detector_options.path`` of the
+    ``results`` detector, checkpoints), so that replacing one recomputes the clips; ``{}`` when
+    no option names a file. Hashes are cached per (file, size, mtime) within the process."""
+    files = {}
+    for section in ("detector_options", "tracker_options", "segmenter_options"):
+        for key, value in sorted(getattr(config, section).items()):
+            if not (isinstance(value, str) and key.lower().endswith(_FILE_OPTION_SUFFIXES)):
+                continue
+            path = Path(value)
+            if not path.is_file():
+                continue
+            st = path.stat()
+            cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+            if cache_key not in _OPTION_FILE_HASHES:
+                _OPTION_FILE_HASHES[cache_key] = file_sha256(path)
+            files[f"{section}.{key}"] = _OPTION_FILE_HASHES[cache_key]
+    return {"option_files": files} if files else {}
 
 
 def package_versions() -> dict[str, str]:
@@ -217,7 +277,14 @@ class ClipRun:
     Attributes:
         ctx: the stage context (clip, config, folder, results so far).
         inputs: the inputs digest (``inputs_digest``).
-        seconds: seconds spent per stage so far (a stage may run in several parts).
+        seconds: seconds each stage worked so far (a stage may run in several parts, in
+            several processes), numba compilation excluded.
+        cpu_seconds, compile_seconds: CPU seconds and numba compilation seconds per stage.
+        actor_seconds: seconds the model actors worked for this clip, per kind (Ray).
+        wait_seconds: seconds its Ray steps waited to start once their inputs were ready
+            (queueing, transfers, worker start-up), summed over steps.
+        ready_at: wall-clock time (``time.time()``) the last step handing it on finished (Ray).
+        nodes: the Ray node ids each step ran on (``prepare``, ``detect``, ...).
         stages: finished stages: name -> {"seconds", "counts"}.
         outputs: written files relative to the clip folder -> sha256.
         error: the failure record once a stage failed (later stages are not run).
@@ -226,6 +293,12 @@ class ClipRun:
     ctx: StageContext
     inputs: dict[str, Any]
     seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    compile_seconds: dict[str, float] = field(default_factory=dict)
+    actor_seconds: dict[str, float] = field(default_factory=dict)
+    wait_seconds: float = 0.0
+    ready_at: float = 0.0
+    nodes: dict[str, list[str]] = field(default_factory=dict)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     error: dict[str, str] | None = None
@@ -239,14 +312,20 @@ class ClipRun:
         exception is recorded as the clip's failure (None is returned); nothing runs after one."""
         if self.error is not None:
             return None
-        start = time.perf_counter()
-        try:
-            return fn()
-        except Exception as exc:  # one bad clip must not kill the run: record and move on
+        result, lap, exc = timed(fn)
+        self.add_lap(stage, lap)
+        if exc is not None:  # one bad clip must not kill the run: record and move on
             self.error = error_record(stage, exc)
-            return None
-        finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+        return result
+
+    def add_lap(self, stage: str, lap: Lap) -> None:
+        """Count a timed part of ``stage`` (run here, or in an actor) toward its seconds."""
+        for total, value in (
+            (self.seconds, lap.work_s),
+            (self.cpu_seconds, lap.cpu_s),
+            (self.compile_seconds, lap.compile_s),
+        ):
+            total[stage] = total.get(stage, 0.0) + value
 
     def complete(self, stage: str, result: StageResult | None) -> None:
         """Record a finished stage: its counts, seconds, and the hashes of the files it wrote."""
@@ -292,16 +371,25 @@ def prepare_clip(
     out_dir: Path,
     config: PipelineConfig,
     force: bool,
-    read_seconds: float = 0.0,
+    read_lap: Lap | None = None,
     models: Models | None = None,
 ) -> ClipRun | ClipOutcome:
     """The rest of the ``read`` stage: check and hash the clip's sensor files; then either the
     ``skipped`` outcome (outputs complete) or a ``ClipRun`` ready for the stages (its folder's
     manifest removed first, so that an interrupted run leaves it incomplete)."""
-    clip_dir = Path(out_dir) / clip.name
+    try:
+        clip_dir = clip_folder(out_dir, clip.name)
+    except ClipNameError as exc:  # nothing may be written (or removed) for this clip
+        return ClipOutcome(clip.name, "failed", error=error_record("read", exc))
     run = ClipRun(StageContext(clip, config, clip_dir, models=models), inputs={})
-    run.seconds["read"] = read_seconds
-    inputs = run.execute("read", lambda: (check_input_files(clip), inputs_digest(clip))[1])
+    run.add_lap("read", read_lap or Lap())
+    inputs = run.execute(
+        "read",
+        lambda: (
+            check_input_files(clip),
+            {**inputs_digest(clip), **option_files_digest(config)},
+        )[1],
+    )
     if run.error is not None:
         return finish_clip(run)
     run.inputs = inputs
@@ -327,12 +415,21 @@ def _remove_stale_files(clip_dir: Path, keep: set[str]) -> None:
             path.unlink(missing_ok=True)
 
 
+def _rounded(seconds: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in seconds.items()}
+
+
 def finish_clip(run: ClipRun) -> ClipOutcome:
     """Write the manifest of a clip whose stages all ran; the outcome either way."""
     outcome = ClipOutcome(
         run.name,
         "failed" if run.error else "done",
-        stage_seconds={k: round(v, 4) for k, v in run.seconds.items()},
+        stage_seconds=_rounded(run.seconds),
+        stage_cpu_seconds=_rounded(run.cpu_seconds),
+        stage_compile_seconds=_rounded(run.compile_seconds),
+        actor_seconds=_rounded(run.actor_seconds),
+        wait_seconds=run.wait_seconds,
+        nodes=run.nodes,
         counts={
             f"{stage}.{k}": v for stage, rec in run.stages.items() for k, v in rec["counts"].items()
         },
@@ -371,12 +468,10 @@ def run_clip(
     """
     if on_stage:
         on_stage("read")
-    start = time.perf_counter()
-    try:
-        clip = read_clip_records(nusc, scene_name, config)
-    except Exception as exc:  # a bad clip is reported, the run goes on
+    clip, lap, exc = timed(lambda: read_clip_records(nusc, scene_name, config))
+    if exc is not None:  # a bad clip is reported, the run goes on
         return ClipOutcome(scene_name, "failed", error=error_record("read", exc))
-    run = prepare_clip(clip, out_dir, config, force, time.perf_counter() - start, models)
+    run = prepare_clip(clip, out_dir, config, force, lap, models)
     if isinstance(run, ClipOutcome):
         return run
     for name, stage in STAGES:
@@ -407,16 +502,41 @@ class RunSummary:
     clips: list[ClipOutcome]
     seconds: float = 0.0
     executor: str = "local"
+    #: Model actors per kind (``detect``, ``segment``) of a Ray run.
+    actors: dict[str, int] = field(default_factory=dict)
+    #: Seconds from the actors' start (models loaded) to the end of the run (Ray).
+    actor_window_seconds: float = 0.0
+    #: Seconds before the first clip: cluster connection, actor start-up and model loading.
+    startup_seconds: float = 0.0
 
     @property
     def failed(self) -> list[ClipOutcome]:
         return [c for c in self.clips if c.status == "failed"]
+
+    @property
+    def clips_per_minute(self) -> float:
+        """Clips done (not skipped, not failed) per minute of the whole run."""
+        done = sum(c.status == "done" for c in self.clips)
+        return 60.0 * done / self.seconds if self.seconds > 0 else 0.0
+
+    def actor_busy_share(self) -> dict[str, float]:
+        """Per kind of model actor, the share of its actors' time spent working on clips."""
+        shares = {}
+        for kind, n in self.actors.items():
+            busy = sum(c.actor_seconds.get(kind, 0.0) for c in self.clips)
+            available = n * self.actor_window_seconds
+            shares[kind] = busy / available if available > 0 else 0.0
+        return shares
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "out_dir": str(self.out_dir),
             "executor": self.executor,
             "seconds": round(self.seconds, 3),
+            "startup_seconds": round(self.startup_seconds, 3),
+            "clips_per_minute": round(self.clips_per_minute, 3),
+            "actors": self.actors,
+            "actor_busy_share": {k: round(v, 4) for k, v in self.actor_busy_share().items()},
             "stages": list(STAGE_NAMES),
             "clips": [c.as_dict() for c in self.clips],
         }
@@ -434,7 +554,7 @@ def select_clips(nusc, scenes: list[str] | None, dataroot: str | Path = "") -> l
     """
     from autolabel.nuscenes_reader import list_clips
 
-    names = list_clips(nusc)
+    names = list(dict.fromkeys(list_clips(nusc)))  # a duplicated name fails once, in read_clip
     if scenes:
         missing = sorted(set(scenes) - set(names))
         if missing:
@@ -455,17 +575,31 @@ def run_pipeline(
     """Run every stage on every clip (or ``scenes``) of a dataset, one clip after another, in this
     process; write ``run_summary.json``. Clips whose outputs are complete for this config and
     inputs are skipped unless ``force``.
-    """
-    from tqdm import tqdm
 
+    Raises:
+        RunFolderError: ``out_dir`` is not a writable folder, or another run is writing into it
+            (checked before anything else).
+    """
     from autolabel.nuscenes_reader import open_dataset
 
     start = time.perf_counter()
     config = config or PipelineConfig()
     out_dir = Path(out_dir).resolve()
-    nusc = open_dataset(dataroot, version)
-    names = select_clips(nusc, scenes, dataroot)
-    models = load_models(config)
+    with run_folder_lock(out_dir):
+        nusc = open_dataset(dataroot, version)
+        names = select_clips(nusc, scenes, dataroot)
+        models = load_models(config)
+        startup = time.perf_counter() - start
+        return _run_clips_locally(
+            nusc, names, out_dir, config, force, models, progress, start, startup
+        )
+
+
+def _run_clips_locally(
+    nusc, names, out_dir, config, force, models, progress, start, startup
+) -> RunSummary:
+    from tqdm import tqdm
+
     outcomes = []
     with tqdm(names, desc="clips", unit="clip", disable=not progress) as bar:
         for name in bar:
@@ -474,6 +608,8 @@ def run_pipeline(
                 bar.set_postfix_str(f"{name}: {stage}")
 
             outcomes.append(run_clip(nusc, name, out_dir, config, force, models, show))
-    summary = RunSummary(out_dir, outcomes, time.perf_counter() - start, "local")
+    summary = RunSummary(
+        out_dir, outcomes, time.perf_counter() - start, "local", startup_seconds=startup
+    )
     write_run_summary(summary)
     return summary

@@ -8,12 +8,15 @@ from typing import Any
 from autolabel.pipeline import SUMMARY, ClipOutcome, RunSummary
 from autolabel.stages import STAGE_NAMES
 
-COLUMNS = ("clips", "frames", "images", "objects", "kept", "rejected", "qa", "seconds")
+COLUMNS = (
+    "clips", "frames", "images", "objects", "kept", "rejected", "qa", "seconds", "cpu", "compile"
+)  # fmt: skip
 #: Which count of each stage fills which column (``<stage>.<count>`` in ``ClipOutcome.counts``).
 STAGE_COLUMNS: dict[str, dict[str, str]] = {
     "read": {"frames": "frames", "images": "images"},
     "detect": {"frames": "frames", "objects": "boxes"},
     "track": {"objects": "tracks"},
+    "refine": {"objects": "tracks_out", "kept": "tracks_out", "rejected": "tracks_rejected"},
     "attributes": {"objects": "rows", "kept": "tracks", "rejected": "tracks_rejected"},
     "segment": {"images": "images", "objects": "masks"},
     "visibility": {"objects": "candidates", "kept": "kept", "rejected": "rejected"},
@@ -21,8 +24,10 @@ STAGE_COLUMNS: dict[str, dict[str, str]] = {
     "qa": {"frames": "keyframes", "qa": "records"},
 }
 COLUMN_NOTES = (
-    "objects: detect boxes, track tracks, attributes rows (kept/rejected: tracks), segment "
-    "masks, visibility candidate views, marks regions; frames of marks and qa: QA keyframes"
+    "objects: detect boxes, track tracks, refine tracks kept, attributes rows (kept/rejected: "
+    "tracks), segment masks, visibility candidate views, marks regions; frames of marks and qa: "
+    "QA keyframes; seconds: the stage's own work (wall, in tasks and actors), cpu: its CPU "
+    "seconds, compile: numba compilation on first use in a process (start-up, not in seconds)"
 )
 
 
@@ -36,6 +41,8 @@ def stage_table(clips: Sequence[ClipOutcome]) -> list[dict[str, Any]]:
         for column, key in STAGE_COLUMNS.get(stage, {}).items():
             row[column] = sum(c.counts.get(f"{stage}.{key}", 0) for c in done)
         row["seconds"] = round(sum(c.stage_seconds.get(stage, 0.0) for c in ran), 2)
+        row["cpu"] = round(sum(c.stage_cpu_seconds.get(stage, 0.0) for c in ran), 2)
+        row["compile"] = round(sum(c.stage_compile_seconds.get(stage, 0.0) for c in ran), 2)
         rows.append(row)
     return rows
 
@@ -64,8 +71,21 @@ def format_run_report(summary: RunSummary) -> str:
         f"({COLUMN_NOTES})",
         "",
         f"clips: {len(clips)} (done {status['done']}, skipped {status['skipped']}, "
-        f"failed {status['failed']}) in {summary.seconds:.1f} s ({summary.executor})",
+        f"failed {status['failed']}) in {summary.seconds:.1f} s ({summary.executor}), "
+        f"{summary.clips_per_minute:.2f} clips/min; start-up {summary.startup_seconds:.1f} s "
+        "(models loaded before the first clip)",
     ]
+    if summary.executor == "ray":
+        waited = sum(c.wait_seconds for c in clips)
+        busy = ", ".join(
+            f"{kind} {share:.0%} of {summary.actors[kind]} actor(s)"
+            for kind, share in summary.actor_busy_share().items()
+        )
+        lines += [
+            f"waiting: {waited:.1f} s summed over steps (queueing, transfers, worker start-up; "
+            "not in the stage seconds)",
+            f"model actors busy: {busy}",
+        ]
     for c in summary.failed:
         err = c.error or {}
         where = f" [{err['file']}]" if err.get("file") else ""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calib import stable_math
 from calib.se3 import SE3
 
 #: The six nuScenes camera channels, clockwise from the front as the rig sees them.
@@ -45,7 +46,7 @@ class CameraCalibration:
 
     @property
     def horizontal_fov_deg(self) -> float:
-        return float(np.degrees(2 * np.arctan2(self.width_px / 2, self.intrinsic[0, 0])))
+        return float(np.degrees(2 * stable_math.arctan2(self.width_px / 2, self.intrinsic[0, 0])))
 
 
 @dataclass(frozen=True)

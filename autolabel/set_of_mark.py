@@ -16,6 +16,7 @@ can be read back to its id (:func:`region_id_from_colour`). Images are BGR uint8
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +174,10 @@ def assign_region_ids(
     return RegionIds(g_kf, g_tid, region, row_region)
 
 
+#: Names of ``MarkStyle.style``.
+MARK_STYLES = ("autolabel", "strideqa")
+
+
 @dataclass(frozen=True)
 class MarkStyle:
     """How marks look (defaults: MetaVQA's box scheme with Set-of-Mark label placement).
@@ -190,6 +195,14 @@ class MarkStyle:
         max_label_fraction: a label whose background would cover more than this fraction of its
             box also goes outside, so that it never hides a small object (a traffic cone's
             30 x 60 px box at 16 m passes MetaVQA's 1,600 px but a label would cover most of it).
+        style: ``autolabel`` (the marks above) or ``strideqa``: STRIDE-QA-Bench's marks (green
+            mask at 0.2, green outline, the bare id in white on black at their size and place;
+            :mod:`autolabel.set_of_mark_strideqa`), which ignore the other fields.
+        label_height_fraction: the label's digits are at least this share of the image height
+            tall; font scale, font and line thickness and padding grow together from the values
+            above, never below them (0: the fixed sizes above). At 0.04 a 1920x1080 image gets
+            43 px digits (14 px once its stitched six-camera view is shown 1920 px wide), a
+            1600x900 one 36 px; images up to ~550 px tall keep the fixed sizes.
     """
 
     draw_box: bool = True
@@ -204,8 +217,12 @@ class MarkStyle:
     label_padding_px: int = 4
     small_box_area_px: float = 1600.0
     max_label_fraction: float = 0.3
+    style: str = "autolabel"
+    label_height_fraction: float = 0.04
 
     def __post_init__(self) -> None:
+        if self.style not in MARK_STYLES:
+            raise ValueError(f"style: must be one of {MARK_STYLES}, got {self.style!r}")
         if not (self.draw_box or self.draw_mask or self.draw_contour):
             raise ValueError("draw_box/draw_mask/draw_contour: at least one mark must be drawn")
         if not 0.0 <= self.mask_alpha <= 1.0:
@@ -227,6 +244,26 @@ class MarkStyle:
             raise ValueError(
                 f"max_label_fraction: must be in (0, 1], got {self.max_label_fraction!r}"
             )
+        if not 0.0 <= self.label_height_fraction <= 0.2:
+            raise ValueError(
+                f"label_height_fraction: must be in [0, 0.2], got {self.label_height_fraction!r}"
+            )
+
+
+def style_for_image(style: MarkStyle, height_px: int) -> MarkStyle:
+    """``style`` with font, lines and padding grown so digits are ``label_height_fraction`` of
+    the image height tall (unchanged when the fixed sizes are already that large)."""
+    digit_px = cv2.getTextSize("0", _FONT, style.font_scale, style.font_thickness)[0][1]
+    ratio = style.label_height_fraction * height_px / max(digit_px, 1)
+    if ratio <= 1.0:
+        return style
+    return dataclasses.replace(
+        style,
+        font_scale=style.font_scale * ratio,
+        font_thickness=max(style.font_thickness, round(style.font_thickness * ratio)),
+        line_thickness_px=max(style.line_thickness_px, round(style.line_thickness_px * ratio)),
+        label_padding_px=max(style.label_padding_px, round(style.label_padding_px * ratio)),
+    )
 
 
 @dataclass(frozen=True)
@@ -384,7 +421,8 @@ def layout_labels(
         raise ValueError(
             f"layout_labels: expected ({len(ids)}, {height_px}, {width_px}) masks, got {masks.shape}"
         )
-    return _layout(ids, _regions_from_masks(masks), width_px, height_px, style or MarkStyle())
+    st = style_for_image(style or MarkStyle(), height_px)
+    return _layout(ids, _regions_from_masks(masks), width_px, height_px, st)
 
 
 def _regions_and_boxes(
@@ -440,19 +478,23 @@ def render_marks(
         (masks, then contours, then boxes, then all labels on top); each works on its region's
         crop, so the cost grows with the marked area, not with image size times marks.
     """
-    st = style or MarkStyle()
     img = np.ascontiguousarray(image_bgr)
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
         raise ValueError(
             f"render_marks: expected an (H, W, 3) uint8 image, got {img.shape} {img.dtype}"
         )
     height_px, width_px = img.shape[:2]
+    st = style_for_image(style or MarkStyle(), height_px)
     ids = np.asarray(region_id, dtype=np.int64).reshape(-1)
     n = len(ids)
     out = img.copy()
     if n == 0:
         return out
     regions, boxes = _regions_and_boxes(boxes_2d, masks, n, width_px, height_px)
+    if st.style == "strideqa":
+        from autolabel.set_of_mark_strideqa import render_strideqa_marks
+
+        return render_strideqa_marks(out, ids, [(r.u0, r.v0, r.crop) for r in regions])
     colours = region_colours_bgr(ids)
     draw_order = np.argsort(ids, kind="stable")
     if st.draw_mask:

@@ -12,6 +12,8 @@ functions:
 Per-clip outputs (under ``OUT/<clip>/``):
 
 - ``labels/detection.json``, ``labels/tracking.json``: nuScenes submission files (devkit-ready);
+  with ``refine: track`` (the default) they hold the refined tracks' boxes, and the detector's and
+  tracker's own files are kept as ``labels/detection_online.json``, ``labels/tracking_online.json``;
 - ``attributes.parquet``: ego-frame attributes per (keyframe, labelled track);
 - ``masks/<frame:03d>.json``: per keyframe, every candidate view (camera x object): projected box,
   COCO RLE mask and mask score;
@@ -25,6 +27,7 @@ Per-clip outputs (under ``OUT/<clip>/``):
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +44,9 @@ from autolabel.config import PipelineConfig
 
 DETECTION_FILE = "labels/detection.json"
 TRACKING_FILE = "labels/tracking.json"
+#: The per-frame detector's and the tracker's own files, kept when ``refine`` replaces the above.
+ONLINE_DETECTION_FILE = "labels/detection_online.json"
+ONLINE_TRACKING_FILE = "labels/tracking_online.json"
 ATTRIBUTES_FILE = "attributes.parquet"
 MASKS_DIR = "masks"
 VISIBILITY_FILE = "visibility.parquet"
@@ -167,6 +173,58 @@ def track_stage(ctx: StageContext) -> StageResult:
     return {"tracks": len(ids), "boxes": sum(len(t) for t in tracks)}, [TRACKING_FILE]
 
 
+# -- refine ------------------------------------------------------------------------------------
+
+
+def ego_xy_yaw(clip: Clip) -> np.ndarray:
+    """(F, 3) ego position (m) and heading (rad) per keyframe, global frame."""
+    from calib.rotation import yaw_from_rotation
+
+    return np.array(
+        [
+            [*f.global_SE3_ego.translation[:2], yaw_from_rotation(f.global_SE3_ego.rotation)]
+            for f in clip.frames
+        ],
+        dtype=np.float64,
+    ).reshape(-1, 3)
+
+
+def refine_stage(ctx: StageContext) -> StageResult:
+    """Whole-clip track refinement (``autolabel.refine``): the refined tracks replace the
+    tracker's for every later stage and in ``labels/detection.json`` / ``labels/tracking.json``
+    (what ``autolabel eval det|track`` score); the online files are kept beside them. With
+    ``refine: none``, or with the ``gt`` detector (ground-truth replay, the reference other runs
+    are compared with, is kept as annotated), nothing changes and nothing is written."""
+    if ctx.config.refine == "none" or ctx.config.detector == "gt":
+        return {"refined": 0}, []
+    from autolabel.config import dataclass_from_mapping
+    from autolabel.refine import RefineConfig, refine_tracks
+    from autolabel.refine.points import gather_point_evidence
+    from detectors.detection_results import write_detection_submission
+    from trackers.tracking_results import write_tracking_submission
+
+    config = dataclass_from_mapping(RefineConfig, ctx.config.refine_options, "refine_options")
+    online = ctx.results["tracks"]
+    evidence = gather_point_evidence(ctx.clip, online) if config.use_points else None
+    refined, summary = refine_tracks(
+        _frame_times_s(ctx.clip), online, config, evidence, ego_xy_yaw(ctx.clip)
+    )
+    ctx.results["online_tracks"] = online
+    ctx.results["tracks"] = refined
+    for src, dst in (
+        (DETECTION_FILE, ONLINE_DETECTION_FILE),
+        (TRACKING_FILE, ONLINE_TRACKING_FILE),
+    ):
+        atomic_write_bytes(ctx.clip_dir / dst, (ctx.clip_dir / src).read_bytes())
+    tokens = [f.token for f in ctx.clip.frames]
+    # The detector's meta block, from its file (a Ray CPU task has no detector model).
+    meta = json.loads((ctx.clip_dir / ONLINE_DETECTION_FILE).read_bytes())["meta"]
+    write_detection_submission(ctx.clip_dir / DETECTION_FILE, tokens, refined, meta)
+    write_tracking_submission(ctx.clip_dir / TRACKING_FILE, tokens, refined)
+    written = [ONLINE_DETECTION_FILE, ONLINE_TRACKING_FILE, DETECTION_FILE, TRACKING_FILE]
+    return summary.counts(), written
+
+
 # -- attributes --------------------------------------------------------------------------------
 
 
@@ -214,10 +272,38 @@ def attributes_stage(ctx: StageContext) -> StageResult:
 
 @dataclass
 class ImageMasks:
-    """Masks of the views of one image: COCO RLE dicts and (n,) float32 scores, in view order."""
+    """Masks of the views of one image and what they rest on, in view order.
+
+    Attributes:
+        rles: COCO RLE dicts, one per view.
+        score: (n,) float32 mask scores.
+        hull_px: (n,) int64 pixels of each projected 3D box hull.
+        hull_occluded_share: (n,) share of each hull covered by nearer boxes' hulls.
+        lidar_occluded_share: (n,) share of each LiDAR-covered hull with a nearer return (NaN:
+            no return on the hull).
+        own_returns: (n,) int64 the object's own LiDAR returns projected into the image.
+        own_return_recall: (n,) share of those inside the mask (NaN without returns).
+        stats: the masks' visibility measurements (``visibility.mask_statistics``), taken while
+            the masks are in memory so that the visibility stage does not decode them again.
+        error: why the image could not be read ('' when it was); its views get empty masks.
+    """
 
     rles: list[dict[str, Any]]
     score: np.ndarray
+    hull_px: np.ndarray
+    hull_occluded_share: np.ndarray
+    lidar_occluded_share: np.ndarray
+    own_returns: np.ndarray
+    own_return_recall: np.ndarray
+    stats: Any = None
+    error: str = ""
+
+
+#: Per-view arrays of ``ImageMasks`` gathered by ``write_masks`` into ``ctx.results``.
+IMAGE_MASK_FIELDS = (
+    "score", "hull_px", "hull_occluded_share", "lidar_occluded_share", "own_returns",
+    "own_return_recall",
+)  # fmt: skip
 
 
 def prepare_views(ctx: StageContext) -> CameraViews:
@@ -227,46 +313,104 @@ def prepare_views(ctx: StageContext) -> CameraViews:
     return views
 
 
+class InputImageError(ValueError):
+    """A camera image exists but cannot be decoded; ``path`` names it."""
+
+    def __init__(self, path: str | Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+
+
 def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarray:
     """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
     import cv2
 
     bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if bgr is None:
-        raise FileNotFoundError(2, "camera image is missing or not a readable image", str(path))
+        if not Path(path).is_file():
+            raise FileNotFoundError(2, "camera image is missing", str(path))
+        raise InputImageError(path, "camera image exists but cannot be decoded as an image")
     if bgr.shape[:2] != (height_px, width_px):
         raise ValueError(
             f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "
             f"{width_px}x{height_px}"
         )
-    return np.ascontiguousarray(bgr[:, :, ::-1])
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
 def segment_images(
-    segmenter, clip: Clip, views: CameraViews, images: Sequence[tuple[int, int, np.ndarray]]
+    segmenter,
+    clip: Clip,
+    views: CameraViews,
+    images: Sequence[tuple[int, int, np.ndarray]],
+    options=None,
 ) -> list[ImageMasks]:
     """The model part of segmentation: masks of the views of each (frame, camera, rows) image.
 
-    OpenCV's RNG (GrabCut's k-means initialisation draws from it) is reseeded per image, so an
-    image's masks do not depend on which images a process segmented before it (Ray actors see
-    other sequences than a serial run).
+    Each image's geometry (``segmentation.geometry.image_geometry``: z-buffered hulls, LiDAR
+    occlusion) is computed first, whatever the backend: it is the geometric segmenter's prompt and
+    every backend's occlusion evidence. An image that is missing or unreadable loses its own views
+    only (empty masks, score 0, ``error`` set). OpenCV's RNG (GrabCut's k-means draws from it) is
+    reseeded per image, so an image's masks do not depend on which images a process segmented
+    before it (Ray actors see other sequences than a serial run).
+
+    Args:
+        options: ``SegmentOptions`` (occluder disc and margin); the defaults when None.
     """
     import cv2
 
+    from autolabel.config import SegmentOptions
+    from autolabel.segmentation.geometric import own_return_recall
+    from autolabel.segmentation.geometry import image_geometry, radius_px_from_angle
     from autolabel.segmentation.rle import encode_masks
+    from autolabel.visibility import mask_statistics
 
+    opt = options or SegmentOptions()
     out = []
     for frame_index, camera, rows in images:
         cv2.setRNGSeed(IMAGE_RNG_SEED)
         width_px, height_px = (int(v) for v in views.image_size_px[camera])
         image = clip.frames[frame_index].cameras[views.channels[camera]]
-        rgb = read_image_rgb(image.path, width_px, height_px)
-        result = segmenter.segment(
-            rgb,
-            views.box_clipped_px[rows],
-            {"points_uv": views.seeds_of(rows), "depth_m": views.depth_m[rows]},
+        geometry = image_geometry(
+            views.hulls_of(rows),
+            views.depth_m[rows],
+            views.near_depth_m[rows],
+            views.scene_of(frame_index * len(views.channels) + camera),
+            (width_px, height_px),
+            radius_px_from_angle(image.calibration.intrinsic, opt.occluder_radius_deg),
+            opt.occluder_margin_m,
         )
-        out.append(ImageMasks(encode_masks(result.masks), result.score.astype(np.float32)))
+        seeds = views.seeds_of(rows)
+        error = ""
+        try:
+            rgb = read_image_rgb(image.path, width_px, height_px)
+        except (OSError, ValueError) as e:
+            error = str(e)
+        if error:
+            masks = np.zeros((len(rows), height_px, width_px), bool)
+            score = np.zeros(len(rows), np.float32)
+        else:
+            result = segmenter.segment(
+                rgb,
+                views.box_clipped_px[rows],
+                {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry},
+            )
+            masks, score = result.masks, result.score
+        out.append(
+            ImageMasks(
+                rles=encode_masks(masks),
+                score=score.astype(np.float32),
+                hull_px=geometry.hull_px,
+                hull_occluded_share=geometry.hull_occluded_share,
+                lidar_occluded_share=geometry.lidar_occluded_share,
+                own_returns=np.array([len(s) for s in seeds], np.int64),
+                own_return_recall=own_return_recall(masks, seeds),
+                stats=mask_statistics(
+                    views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px)
+                ),
+                error=error,
+            )
+        )
     return out
 
 
@@ -277,12 +421,36 @@ def _round_list(values: np.ndarray, digits: int) -> list[float]:
 def write_masks(ctx: StageContext, views: CameraViews, masks: list[ImageMasks]) -> StageResult:
     """``masks/<frame:03d>.json`` per keyframe: each view's boxes, COCO RLE mask and score."""
     rles: list[dict[str, Any]] = [{}] * len(views)
-    score = np.zeros(len(views), np.float32)
-    for (_, _, rows), image_masks in zip(views.image_rows(), masks, strict=True):
+    per_view = {
+        name: np.zeros(len(views), np.asarray(getattr(masks[0], name)).dtype if masks else float)
+        for name in IMAGE_MASK_FIELDS
+    }
+    readable = np.ones(len(views), bool)
+    unreadable = []
+    for (frame_index, camera, rows), image_masks in zip(views.image_rows(), masks, strict=True):
         for i, rle in zip(rows, image_masks.rles, strict=True):
             rles[i] = rle
-        score[rows] = image_masks.score
+        for name in IMAGE_MASK_FIELDS:
+            per_view[name][rows] = getattr(image_masks, name)
+        if image_masks.error:
+            readable[rows] = False
+            unreadable.append(
+                {
+                    "frame_index": frame_index,
+                    "camera": views.channels[camera],
+                    "error": image_masks.error,
+                }
+            )
+    score = per_view["score"]
     ctx.results["masks"] = (rles, score)
+    ctx.results["mask_evidence"] = {**per_view, "image_readable": readable}
+    if masks and all(m.stats is not None for m in masks):
+        from autolabel.visibility import MaskStatistics
+
+        stats = MaskStatistics.concatenate([m.stats for m in masks])
+        rows = np.concatenate([r for _, _, r in views.image_rows()])
+        ctx.results["mask_evidence"]["mask_stats"] = stats.rows(np.argsort(rows))
+    ctx.results["unreadable_images"] = unreadable
     names = np.asarray(DETECTION_CLASSES, dtype=object)
     written = []
     for f, frame in enumerate(ctx.clip.frames):
@@ -306,13 +474,16 @@ def write_masks(ctx: StageContext, views: CameraViews, masks: list[ImageMasks]) 
         doc = {"frame_index": f, "sample_token": frame.token, "objects": objects}
         atomic_write_json(ctx.clip_dir / rel, doc)
         written.append(rel)
-    return {"images": len(masks), "masks": len(views)}, written
+    counts = {"images": len(masks), "masks": len(views), "unreadable_images": len(unreadable)}
+    return counts, written
 
 
 def segment_stage(ctx: StageContext) -> StageResult:
     """Masks of every labelled object in every camera image -> ``masks/``."""
     views = prepare_views(ctx)
-    masks = segment_images(ctx.models.segmenter(), ctx.clip, views, views.image_rows())
+    masks = segment_images(
+        ctx.models.segmenter(), ctx.clip, views, views.image_rows(), ctx.config.segment
+    )
     return write_masks(ctx, views, masks)
 
 
@@ -329,19 +500,36 @@ def _rule_names() -> np.ndarray:
     return names
 
 
-def evaluate_views(views: CameraViews, rles: list[dict[str, Any]], score: np.ndarray, config):
+def evaluate_views(
+    views: CameraViews,
+    rles: list[dict[str, Any]],
+    score: np.ndarray,
+    config,
+    evidence: dict[str, np.ndarray] | None = None,
+):
     """The visibility decision of every view (one ``evaluate_visibility`` call per image size,
-    images told apart by ``image_id`` so that only objects of one image occlude each other)."""
+    images told apart by ``image_id`` so that only objects of one image occlude each other).
+
+    ``evidence`` (``ctx.results["mask_evidence"]``) brings the occlusion shares and which images
+    were readable; without it those rules are skipped."""
     from autolabel.visibility import VisibilityDecision, evaluate_visibility
 
     n = len(views)
     if n == 0:
         empty = np.zeros((0, 4))
         return evaluate_visibility(empty, [], np.zeros(0), np.zeros(0), (1, 1), config=config)
+    evidence = evidence or {}
     sizes = views.image_size_px[views.camera]
     merged: dict[str, np.ndarray] = {}
     for size in np.unique(sizes, axis=0):
         rows = np.flatnonzero(np.all(sizes == size, axis=1))
+        optional = {
+            key: evidence[key][rows]
+            for key in ("hull_occluded_share", "lidar_occluded_share", "image_readable")
+            if key in evidence
+        }
+        if "mask_stats" in evidence:
+            optional["mask_stats"] = evidence["mask_stats"].rows(rows)
         decision = evaluate_visibility(
             views.box_px[rows],
             [rles[i] for i in rows],
@@ -351,6 +539,7 @@ def evaluate_views(views: CameraViews, rles: list[dict[str, Any]], score: np.nda
             lidar_points=views.lidar_points[rows],
             image_id=views.image_key[rows],
             config=config,
+            **optional,
         )
         for name, values in vars(decision).items():
             if name not in merged:
@@ -359,9 +548,39 @@ def evaluate_views(views: CameraViews, rles: list[dict[str, Any]], score: np.nda
     return VisibilityDecision(**merged)
 
 
+#: What each ``visibility.parquet`` column means (also in the file's schema metadata).
+VISIBILITY_COLUMNS = {
+    "keep": "no rule failed: the view may be asked about and marked",
+    "rejected_by": "the first failing rule in check order ('' when kept)",
+    "failed_rules": "bitmask of every failing rule (bits in the 'failed_rules_bits' metadata)",
+    "in_image_fraction": "share of the projected box's area inside the image",
+    "lidar_points": "LiDAR returns of the keyframe sweep inside the 3D box",
+    "mask_score": "the segmenter's score (geometric: own_return_recall x unoccluded hull share; "
+    "sam2/lidar: predicted IoU with the true visible mask)",
+    "box_iou": "IoU of the projected box (clipped) and the mask's tight box",
+    "coverage": "share of the mask's pixels inside the projected box",
+    "mask_px": "pixels of the mask",
+    "visible_px": "pixels of the mask not covered by a nearer object's mask (or box)",
+    "hull_px": "pixels of the projected 3D box hull (exact silhouette of the box)",
+    "hull_occluded_share": "share of the hull covered by nearer annotated boxes' hulls",
+    "lidar_occluded_share": "share of the LiDAR-covered hull where a return is nearer than the "
+    "object's nearest corner; NaN: no return on the hull",
+    "own_returns": "the object's own LiDAR returns (points in its box, sweeps around the image "
+    "time) projected into the image",
+    "own_return_recall": "share of those inside the mask; NaN without returns",
+    "evidence": "'lidar+geometry', or 'geometry' for an object with no own return in the image "
+    "(judged by its hull and the box z-buffer alone)",
+    "image_readable": "the camera image could be read (False: the view lost, IMAGE rule)",
+}
+
+
 def visibility_stage(ctx: StageContext) -> StageResult:
-    """The visibility filter on every view -> ``visibility.parquet`` (decision and the first rule
-    that rejected it) and ``visibility_summary.json`` (counts per rule)."""
+    """The visibility filter on every view -> ``visibility.parquet`` (decision, first rule that
+    rejected it, every measurement behind it) and ``visibility_summary.json`` (counts per rule,
+    the thresholds, unreadable images)."""
+    import dataclasses
+    import json
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -369,12 +588,15 @@ def visibility_stage(ctx: StageContext) -> StageResult:
 
     views: CameraViews = ctx.results["views"]
     rles, score = ctx.results["masks"]
-    decision = evaluate_views(views, rles, score, ctx.config.visibility)
+    evidence = ctx.results.get("mask_evidence", {})
+    decision = evaluate_views(views, rles, score, ctx.config.visibility, evidence)
     ctx.results["visible"] = decision.keep
     measured = (
         "in_image_fraction", "box_iou", "coverage", "mask_score", "lidar_points", "mask_px",
-        "visible_px",
+        "visible_px", "hull_occluded_share", "lidar_occluded_share", "image_readable",
     )  # fmt: skip
+    n = len(views)
+    own_returns = evidence.get("own_returns", np.zeros(n, np.int64))
     table = pa.table(
         {
             "frame_index": pa.array(views.frame_index.astype(np.int32)),
@@ -387,14 +609,24 @@ def visibility_stage(ctx: StageContext) -> StageResult:
             "rejected_by": pa.array(_rule_names()[decision.first_failed_rule].astype(str)),
             "failed_rules": pa.array(decision.failed_rules),
             **{name: pa.array(getattr(decision, name)) for name in measured},
+            "hull_px": pa.array(evidence.get("hull_px", np.zeros(n, np.int64))),
+            "own_returns": pa.array(own_returns),
+            "own_return_recall": pa.array(evidence.get("own_return_recall", np.full(n, np.nan))),
+            "evidence": pa.array(np.where(own_returns > 0, "lidar+geometry", "geometry")),
         }
     )
     bits = ",".join(f"{rule.name}={rule.value}" for rule in RULE_ORDER)
-    table = table.replace_schema_metadata({b"failed_rules_bits": bits.encode()})
+    table = table.replace_schema_metadata(
+        {b"failed_rules_bits": bits.encode(), b"columns": json.dumps(VISIBILITY_COLUMNS).encode()}
+    )
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     atomic_write_bytes(ctx.clip_dir / VISIBILITY_FILE, buffer.getvalue())
-    atomic_write_json(ctx.clip_dir / VISIBILITY_SUMMARY_FILE, summarize(decision), indent=1)
+    summary = summarize(decision)
+    summary["segmenter"] = ctx.config.segmenter
+    summary["thresholds"] = dataclasses.asdict(ctx.config.visibility)
+    summary["unreadable_images"] = ctx.results.get("unreadable_images", [])
+    atomic_write_json(ctx.clip_dir / VISIBILITY_SUMMARY_FILE, summary, indent=1)
     kept = int(decision.keep.sum())
     counts = {"candidates": len(views), "kept": kept, "rejected": len(views) - kept}
     return counts, [VISIBILITY_FILE, VISIBILITY_SUMMARY_FILE]
@@ -561,10 +793,29 @@ def keyframe_regions(ctx: StageContext) -> list:
     )
 
 
+def view_evidence(ctx: StageContext):
+    """What the camera views say about each object (``autolabel.qa.confidence.ViewEvidence``):
+    the visibility decision, mask scores and LiDAR points of every view, as the segment and
+    visibility stages left them (the same columns ``visibility.parquet`` stores)."""
+    from autolabel.qa.confidence import ViewEvidence
+
+    views: CameraViews = ctx.results["views"]
+    _, score = ctx.results["masks"]
+    return ViewEvidence.from_table(
+        {
+            "frame_index": views.frame_index,
+            "track_id": views.track_id,
+            "keep": ctx.results["visible"],
+            "mask_score": score,
+            "lidar_points": views.lidar_points,
+        }
+    )
+
+
 def qa_stage(ctx: StageContext) -> StageResult:
     """QA records from templates x attributes x regions -> ``qa.jsonl``; then check-qa on them."""
     from autolabel.qa.appearance import measure_region_colours
-    from autolabel.qa.check import check_clip_qa
+    from autolabel.qa.check import check_clip_qa, load_clip_grounding
     from autolabel.qa.generate import generate_clip_qa, write_qa_jsonl
     from autolabel.qa.grounding import ClipQAMeta
 
@@ -580,8 +831,9 @@ def qa_stage(ctx: StageContext) -> StageResult:
 
     # Colours are measured under the keyframe masks in the images (colour questions, captions).
     colours = measure_region_colours(regions, read_image)
+    evidence = view_evidence(ctx)
     records = generate_clip_qa(
-        attrs, regions, ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates, colours
+        attrs, regions, ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates, colours, evidence
     )
     write_qa_jsonl(ctx.clip_dir / QA_FILE, records)
     counts = {
@@ -595,9 +847,18 @@ def qa_stage(ctx: StageContext) -> StageResult:
         # views are projected through each image's own ego pose (as the devkit renders boxes),
         # which moves near objects by many pixels when the ego drives. Every answer, region ->
         # track link and mask-box agreement is still re-derived and checked.
-        # With the dataset root, colours are re-measured from the images under the masks.
+        # With the dataset root, colours are re-measured from the images under the masks; every
+        # region and view must be the one the marked images and masks files of the clip show.
         mismatches = check_clip_qa(
-            records, attrs, ctx.clip.name, templates, cameras=None, images_root=ctx.clip.dataroot
+            records,
+            attrs,
+            ctx.clip.name,
+            templates,
+            cameras=None,
+            images_root=ctx.clip.dataroot,
+            views=evidence,
+            confidence=ctx.config.qa.confidence,
+            grounding=load_clip_grounding(ctx.clip_dir),
         )
         counts["check_mismatches"] = len(mismatches)
         if mismatches:
@@ -612,6 +873,7 @@ def qa_stage(ctx: StageContext) -> StageResult:
 STAGES: list[tuple[str, Any]] = [
     ("detect", detect_stage),
     ("track", track_stage),
+    ("refine", refine_stage),
     ("attributes", attributes_stage),
     ("segment", segment_stage),
     ("visibility", visibility_stage),

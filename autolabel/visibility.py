@@ -2,6 +2,8 @@
 
 Rules (each configurable, checked in this order; a candidate is kept when none fails):
 
+0. ``IMAGE``: the camera image could be read (a missing or unreadable image loses its own views
+   only; the run's summary names it).
 1. ``IN_IMAGE``: at least ``min_in_image_fraction`` of the projected 2D box lies in the image.
 2. ``LIDAR_POINTS``: at least ``min_lidar_points`` LiDAR points inside the 3D box (MetaVQA drops
    objects "scanned by less than five rays of Lidar", seed 004, A.1).
@@ -13,6 +15,16 @@ Rules (each configurable, checked in this order; a candidate is kept when none f
    ``min_coverage`` (STRIDE-QA: > 0.8).
 6. ``VISIBLE_PIXELS``: at least ``min_visible_px`` pixels of the object remain after z-buffering
    against nearer objects of the same image (MetaVQA: a visible object has >= 1,200 pixels).
+7. ``HULL_OCCLUDED``: at most ``max_hull_occluded_share`` of the object's projected 3D box hull is
+   covered by nearer annotated boxes' hulls (box z-buffer; skipped when not given).
+8. ``LIDAR_OCCLUDED``: at most ``max_lidar_occluded_share`` of the LiDAR-covered part of the hull
+   has a return nearer than the object (something unannotated the LiDAR saw in front: a wall, a
+   bush, a parked trailer); skipped where no return falls on the hull (geometry alone).
+
+Thresholds depend on the segmenter (``visibility_defaults``): SAM2 and the LiDAR-seeded GrabCut
+keep STRIDE-QA's (score > 0.8, box IoU > 0.3, coverage > 0.8); the geometric segmenter's score is
+another quantity (own-return recall x unoccluded hull share) with its threshold measured on real
+data (PandaSet-002, ``bench/bench_visibility_real.py``).
 
 Pixels follow ``calib.projection``: u right, v down, a pixel (v, u) covers [u, u+1] x [v, v+1]
 and is "inside" a box when its centre is.
@@ -22,11 +34,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from autolabel.masks import MaskLike, box_masks, mask_boxes_2d, masks_to_array
+from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array
 from calib.projection import box_iou_2d, clip_boxes_2d, in_image_fraction
 
 
@@ -39,10 +51,23 @@ class VisibilityRule(enum.IntFlag):
     BOX_IOU = 8
     COVERAGE = 16
     VISIBLE_PIXELS = 32
+    HULL_OCCLUDED = 64
+    LIDAR_OCCLUDED = 128
+    IMAGE = 256
 
 
 #: The order in which rules are checked; ``first_failed_rule`` is the first failing one.
-RULE_ORDER: tuple[VisibilityRule, ...] = tuple(VisibilityRule)
+RULE_ORDER: tuple[VisibilityRule, ...] = (
+    VisibilityRule.IMAGE,
+    VisibilityRule.IN_IMAGE,
+    VisibilityRule.LIDAR_POINTS,
+    VisibilityRule.MASK_SCORE,
+    VisibilityRule.BOX_IOU,
+    VisibilityRule.COVERAGE,
+    VisibilityRule.VISIBLE_PIXELS,
+    VisibilityRule.HULL_OCCLUDED,
+    VisibilityRule.LIDAR_OCCLUDED,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +83,8 @@ class VisibilityConfig:
         min_lidar_points: LiDAR points in the 3D box, at least (skipped when none are given).
         zbuffer_with: ``"mask"`` z-buffers the objects' masks; ``"box"`` paints their clipped
             projected boxes instead, as MetaVQA does for nuScenes images without masks.
+        max_hull_occluded_share: share of the hull covered by nearer boxes' hulls, at most.
+        max_lidar_occluded_share: share of the LiDAR-covered hull with a nearer return, at most.
     """
 
     min_box_iou: float = 0.3
@@ -67,9 +94,14 @@ class VisibilityConfig:
     min_visible_px: int = 1200
     min_lidar_points: int = 5
     zbuffer_with: str = "mask"
+    max_hull_occluded_share: float = 0.9
+    max_lidar_occluded_share: float = 0.7
 
     def __post_init__(self) -> None:
-        for name in ("min_box_iou", "min_coverage", "min_mask_score", "min_in_image_fraction"):
+        for name in (
+            "min_box_iou", "min_coverage", "min_mask_score", "min_in_image_fraction",
+            "max_hull_occluded_share", "max_lidar_occluded_share",
+        ):  # fmt: skip
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -91,12 +123,14 @@ class VisibilityDecision:
 
     Attributes:
         keep: bool, no rule failed.
-        failed_rules: uint8 bitmask of every failing ``VisibilityRule``.
-        first_failed_rule: uint8, the first failing rule in ``RULE_ORDER`` (0 when kept).
+        failed_rules: uint16 bitmask of every failing ``VisibilityRule``.
+        first_failed_rule: uint16, the first failing rule in ``RULE_ORDER`` (0 when kept).
         in_image_fraction, box_iou, coverage: float64 measurements.
         mask_score: float32 as given; lidar_points: int64 (-1 where not given).
         mask_px: int64 pixels of the mask; visible_px: int64 pixels left after z-buffering.
         mask_box_2d: (N, 4) tight box of the mask, NaN for empty masks.
+        image_readable: bool, the view's camera image could be read.
+        hull_occluded_share, lidar_occluded_share: float64 as given (NaN: not measured).
     """
 
     keep: np.ndarray
@@ -110,6 +144,9 @@ class VisibilityDecision:
     mask_px: np.ndarray
     visible_px: np.ndarray
     mask_box_2d: np.ndarray
+    image_readable: np.ndarray
+    hull_occluded_share: np.ndarray
+    lidar_occluded_share: np.ndarray
 
     def __len__(self) -> int:
         return len(self.keep)
@@ -120,40 +157,112 @@ class VisibilityDecision:
         return [rule.name for rule in RULE_ORDER if bits & rule]
 
 
-def _zbuffer_visible_px(layers: np.ndarray, depth_m: np.ndarray) -> np.ndarray:
-    """(N,) pixels of each (N, H, W) layer not covered by a nearer layer (ties: lower index wins)."""
-    n = len(layers)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(n), depth_m))  # nearest first
-    sorted_layers = layers[order]
-    covered = sorted_layers.any(axis=0)
-    owner_sorted = np.argmax(sorted_layers, axis=0)  # first (nearest) layer covering each pixel
-    counts_sorted = np.bincount(owner_sorted[covered], minlength=n)
-    visible = np.empty(n, dtype=np.int64)
-    visible[order] = counts_sorted
-    return visible
+def _crops(boxes: np.ndarray, width_px: int, height_px: int) -> np.ndarray:
+    """(N, 4) int [u0, v0, u1, v1] pixel crops holding each box's pixels (centres inside, the
+    convention of ``masks.box_masks``); an empty crop for NaN boxes."""
+    raw = np.asarray(boxes, np.float64).reshape(-1, 4)
+    b = np.nan_to_num(raw, nan=0.0)
+    u0 = np.clip(np.ceil(b[:, 0] - 0.5), 0, width_px)
+    u1 = np.clip(np.floor(b[:, 2] - 0.5) + 1, 0, width_px)
+    v0 = np.clip(np.ceil(b[:, 1] - 0.5), 0, height_px)
+    v1 = np.clip(np.floor(b[:, 3] - 0.5) + 1, 0, height_px)
+    crops = np.stack([u0, v0, np.maximum(u1, u0), np.maximum(v1, v0)], axis=1).astype(np.int64)
+    crops[~np.isfinite(raw).all(axis=1)] = 0
+    return crops
 
 
-def _evaluate_image(
-    boxes_2d: np.ndarray,
+def _zbuffer_visible_px(
+    masks: np.ndarray | None, crops: np.ndarray, depth_m: np.ndarray, height_px: int, width_px: int
+) -> np.ndarray:
+    """(N,) pixels of each layer not covered by a nearer one (ties: the lower index wins).
+
+    A layer is the mask inside its crop (``masks`` given) or the whole crop (box z-buffer). Layers
+    are painted far to near into one owner map, each on its crop only; N is one image's objects.
+    """
+    n = len(crops)
+    owner = np.full((height_px, width_px), -1, np.int32)
+    for i in np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64))):  # far to near
+        u0, v0, u1, v1 = crops[i]
+        if u1 <= u0 or v1 <= v0:
+            continue
+        if masks is None:
+            owner[v0:v1, u0:u1] = i
+        else:
+            owner[v0:v1, u0:u1][masks[i, v0:v1, u0:u1]] = i
+    return np.bincount(owner[owner >= 0], minlength=n).astype(np.int64)
+
+
+@dataclass
+class MaskStatistics:
+    """What the visibility rules measure on the masks of N views, all (N,) unless said otherwise.
+
+    Computed by :func:`mask_statistics` where the masks are in memory (the segment stage), so the
+    visibility stage need not decode them again; ``evaluate_visibility`` computes the same from
+    the masks when none are given.
+
+    Attributes:
+        mask_px: int64 pixels of each mask.
+        in_box_px: int64 of those inside the projected box (clipped to the image).
+        mask_box_2d: (N, 4) tight box of each mask, NaN for empty masks.
+        visible_px_mask: int64 mask pixels not covered by a nearer object's mask.
+        visible_px_box: int64 box pixels not covered by a nearer object's box.
+    """
+
+    mask_px: np.ndarray
+    in_box_px: np.ndarray
+    mask_box_2d: np.ndarray
+    visible_px_mask: np.ndarray
+    visible_px_box: np.ndarray
+
+    def rows(self, index: np.ndarray) -> MaskStatistics:
+        """The statistics of the views ``index``."""
+        return MaskStatistics(**{k: v[index] for k, v in vars(self).items()})
+
+    @staticmethod
+    def concatenate(parts: Sequence[MaskStatistics]) -> MaskStatistics:
+        """One ``MaskStatistics`` of the views of ``parts``, in order."""
+        names = [f.name for f in fields(MaskStatistics)]
+        if not parts:
+            return MaskStatistics(*(np.zeros((0, 4) if k == "mask_box_2d" else 0) for k in names))
+        return MaskStatistics(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in names})
+
+
+def mask_statistics(
+    projected_boxes_2d: np.ndarray,
     masks: np.ndarray,
     depth_m: np.ndarray,
-    width_px: int,
-    height_px: int,
-    zbuffer_with: str,
-) -> tuple[np.ndarray, ...]:
-    clipped = clip_boxes_2d(boxes_2d, width_px, height_px)
-    mask_px = masks.sum(axis=(1, 2)).astype(np.int64)
+    image_size_px: tuple[int, int],
+) -> MaskStatistics:
+    """The visibility measurements of the (N, H, W) bool masks of one image's N views.
+
+    Args:
+        projected_boxes_2d: (N, 4) unclipped projected boxes, pixels (NaN: behind the camera).
+        masks: (N, H, W) bool (any memory layout).
+        depth_m: (N,) depth of each object (nearer objects occlude).
+        image_size_px: (width, height).
+    """
+    width_px, height_px = (int(v) for v in image_size_px)
+    n = len(masks)
+    clipped = clip_boxes_2d(
+        np.asarray(projected_boxes_2d, np.float64).reshape(-1, 4), width_px, height_px
+    )
+    # Count on whichever layout is contiguous (decoded RLE masks are column-major per mask).
+    layout = masks if masks.flags.c_contiguous else masks.transpose(0, 2, 1)
+    mask_px = np.count_nonzero(layout.reshape(n, -1), axis=1).astype(np.int64)
     mask_box = mask_boxes_2d(masks)
-    iou = box_iou_2d(clipped, mask_box)
-    in_box = box_masks(clipped, height_px, width_px)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        coverage = (masks & in_box).sum(axis=(1, 2)) / mask_px
-    coverage = np.nan_to_num(coverage, nan=0.0)
-    layers = masks if zbuffer_with == "mask" else in_box
-    visible = _zbuffer_visible_px(layers, depth_m)
-    return iou, coverage, mask_px, visible, mask_box
+    box_crops = _crops(clipped, width_px, height_px)
+    in_box_px = np.array(
+        [np.count_nonzero(masks[i, v0:v1, u0:u1]) for i, (u0, v0, u1, v1) in enumerate(box_crops)],
+        np.int64,
+    ).reshape(n)
+    mask_crops = _crops(mask_box, width_px, height_px)
+    return MaskStatistics(
+        mask_px=mask_px,
+        in_box_px=in_box_px,
+        mask_box_2d=mask_box,
+        visible_px_mask=_zbuffer_visible_px(masks, mask_crops, depth_m, height_px, width_px),
+        visible_px_box=_zbuffer_visible_px(None, box_crops, depth_m, height_px, width_px),
+    )
 
 
 def evaluate_visibility(
@@ -165,13 +274,18 @@ def evaluate_visibility(
     lidar_points: np.ndarray | None = None,
     image_id: np.ndarray | None = None,
     config: VisibilityConfig | None = None,
+    hull_occluded_share: np.ndarray | None = None,
+    lidar_occluded_share: np.ndarray | None = None,
+    image_readable: np.ndarray | None = None,
+    mask_stats: MaskStatistics | None = None,
 ) -> VisibilityDecision:
     """Apply the visibility rules to N (image, object) candidates.
 
     Args:
         projected_boxes_2d: (N, 4) unclipped projected 3D boxes [u_min, v_min, u_max, v_max],
             pixels (``calib.projection.box_2d_from_corners``); NaN rows for boxes behind the camera.
-        masks: (N, H, W) bool, or N entries each an (H, W) bool array, a COCO RLE dict or None.
+        masks: (N, H, W) bool, or N entries each an (H, W) bool array, a COCO RLE dict or None
+            (None as a whole when ``mask_stats`` is given).
         mask_score: (N,) segmenter score in [0, 1].
         depth_m: (N,) distance of each object from the camera, metres; nearer objects occlude.
         image_size_px: (width, height) of every image.
@@ -179,6 +293,13 @@ def evaluate_visibility(
         image_id: (N,) which image each candidate is in (only objects of one image occlude each
             other); all one image when None.
         config: thresholds; the defaults when None.
+        hull_occluded_share: (N,) share of each hull covered by nearer boxes' hulls; the
+            ``HULL_OCCLUDED`` rule is skipped when None.
+        lidar_occluded_share: (N,) share of each LiDAR-covered hull with a nearer return; NaN
+            entries (no returns on the hull), or None, skip ``LIDAR_OCCLUDED``.
+        image_readable: (N,) bool, whether each view's image could be read; all when None.
+        mask_stats: the masks' measurements already computed (``mask_statistics``, e.g. by the
+            segment stage); ``masks`` is then not decoded and may be None.
 
     Returns:
         A ``VisibilityDecision`` with one entry per candidate, in input order.
@@ -189,9 +310,10 @@ def evaluate_visibility(
     n = len(boxes)
     score = np.asarray(mask_score, dtype=np.float32).reshape(-1)
     depth = np.asarray(depth_m, dtype=np.float64).reshape(-1)
-    if len(score) != n or len(depth) != n or len(masks) != n:
+    n_masks = n if masks is None and mask_stats is not None else len(masks)
+    if len(score) != n or len(depth) != n or n_masks != n:
         raise ValueError(
-            f"evaluate_visibility: {n} boxes but {len(masks)} masks, {len(score)} scores, "
+            f"evaluate_visibility: {n} boxes but {n_masks} masks, {len(score)} scores, "
             f"{len(depth)} depths"
         )
     groups = np.zeros(n, np.int64) if image_id is None else np.asarray(image_id).reshape(-1)
@@ -203,26 +325,43 @@ def evaluate_visibility(
             f"evaluate_visibility: lidar_points has {len(points)} entries for {n} boxes"
         )
 
-    iou, coverage = np.zeros(n), np.zeros(n)
-    mask_px, visible = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    mask_box = np.full((n, 4), np.nan)
-    # One image at a time: masks are decoded per image, and only objects of one image occlude
-    # each other. The loop is over images, never over objects.
-    for gid in np.unique(groups):
-        rows = np.flatnonzero(groups == gid)
-        if isinstance(masks, np.ndarray):
-            masks_img = masks_to_array(masks[rows], height_px, width_px)
-        else:
-            masks_img = masks_to_array(
-                [masks[i] for i in rows], height_px, width_px, where=f"masks of image {gid}"
+    if mask_stats is None:
+        parts, order = [], []
+        # One image at a time: masks are decoded per image, and only objects of one image occlude
+        # each other. The loop is over images, never over objects.
+        for gid in np.unique(groups):
+            rows = np.flatnonzero(groups == gid)
+            if isinstance(masks, np.ndarray):
+                masks_img = masks_to_array(masks[rows], height_px, width_px)
+            else:
+                masks_img = masks_to_array(
+                    [masks[i] for i in rows], height_px, width_px, where=f"masks of image {gid}"
+                )
+            parts.append(
+                mask_statistics(boxes[rows], masks_img, depth[rows], (width_px, height_px))
             )
-        out = _evaluate_image(
-            boxes[rows], masks_img, depth[rows], width_px, height_px, cfg.zbuffer_with
-        )
-        iou[rows], coverage[rows], mask_px[rows], visible[rows], mask_box[rows] = out
+            order.append(rows)
+        stats = MaskStatistics.concatenate(parts)
+        stats = stats.rows(np.argsort(np.concatenate(order) if order else np.zeros(0, int)))
+    else:
+        stats = mask_stats
+        if len(stats.mask_px) != n:
+            raise ValueError(
+                f"evaluate_visibility: mask_stats has {len(stats.mask_px)} entries for {n} boxes"
+            )
+    mask_px, mask_box = stats.mask_px, stats.mask_box_2d
+    iou = box_iou_2d(clip_boxes_2d(boxes, width_px, height_px), mask_box)
+    coverage = np.where(mask_px > 0, stats.in_box_px / np.maximum(mask_px, 1), 0.0)
+    visible = stats.visible_px_mask if cfg.zbuffer_with == "mask" else stats.visible_px_box
 
     fraction = in_image_fraction(boxes, width_px, height_px)
+    hull_share = _optional(hull_occluded_share, n, "hull_occluded_share")
+    lidar_share = _optional(lidar_occluded_share, n, "lidar_occluded_share")
+    readable = (
+        np.ones(n, bool) if image_readable is None else np.asarray(image_readable, bool).reshape(-1)
+    )
     failing = {
+        VisibilityRule.IMAGE: ~readable,
         VisibilityRule.IN_IMAGE: fraction < cfg.min_in_image_fraction,
         VisibilityRule.LIDAR_POINTS: (
             np.zeros(n, bool) if points is None else points < cfg.min_lidar_points
@@ -231,16 +370,19 @@ def evaluate_visibility(
         VisibilityRule.BOX_IOU: ~(iou > cfg.min_box_iou),
         VisibilityRule.COVERAGE: ~(coverage > cfg.min_coverage),
         VisibilityRule.VISIBLE_PIXELS: visible < cfg.min_visible_px,
+        # NaN compares False: an unmeasured share never fails its rule.
+        VisibilityRule.HULL_OCCLUDED: hull_share > cfg.max_hull_occluded_share,
+        VisibilityRule.LIDAR_OCCLUDED: lidar_share > cfg.max_lidar_occluded_share,
     }
-    failed = np.zeros(n, np.uint8)
-    first = np.zeros(n, np.uint8)
+    failed = np.zeros(n, np.uint16)
+    first = np.zeros(n, np.uint16)
     for rule in reversed(RULE_ORDER):  # the earliest failing rule is written last
-        failed |= np.where(failing[rule], np.uint8(rule.value), np.uint8(0))
-        first = np.where(failing[rule], np.uint8(rule.value), first)
+        failed |= np.where(failing[rule], np.uint16(rule.value), np.uint16(0))
+        first = np.where(failing[rule], np.uint16(rule.value), first)
     return VisibilityDecision(
         keep=failed == 0,
         failed_rules=failed,
-        first_failed_rule=first.astype(np.uint8),
+        first_failed_rule=first.astype(np.uint16),
         in_image_fraction=fraction,
         box_iou=iou,
         coverage=coverage,
@@ -249,7 +391,34 @@ def evaluate_visibility(
         mask_px=mask_px,
         visible_px=visible,
         mask_box_2d=mask_box,
+        image_readable=readable,
+        hull_occluded_share=hull_share,
+        lidar_occluded_share=lidar_share,
     )
+
+
+def _optional(values: np.ndarray | None, n: int, name: str) -> np.ndarray:
+    if values is None:
+        return np.full(n, np.nan)
+    out = np.asarray(values, dtype=np.float64).reshape(-1)
+    if len(out) != n:
+        raise ValueError(f"evaluate_visibility: {name} has {len(out)} entries for {n} boxes")
+    return out
+
+
+#: Thresholds that differ from ``VisibilityConfig``'s defaults, per segmenter. The geometric
+#: segmenter's score is own-return recall x unoccluded hull share, not a predicted IoU: its
+#: threshold was measured on PandaSet-002 (``bench/bench_visibility_real.py``).
+SEGMENTER_VISIBILITY: dict[str, dict] = {
+    "geometric": {"min_mask_score": 0.3},
+    "lidar": {},
+    "sam2": {},
+}
+
+
+def visibility_defaults(segmenter: str) -> VisibilityConfig:
+    """The visibility thresholds for ``segmenter`` (``VisibilityConfig()`` for an unknown name)."""
+    return VisibilityConfig(**SEGMENTER_VISIBILITY.get(segmenter, {}))
 
 
 def summarize(decision: VisibilityDecision) -> dict:

@@ -110,7 +110,7 @@ def main() -> None:
 
     backends = [
         ("gt (exact)", "gt", {"noise": None}),
-        ("gt (noise)", "gt", {}),
+        ("gt (noise)", "gt", {"noise": "default"}),
         ("lidar", "lidar", {}),
         ("lidar x3", "lidar", {"num_sweeps": 3}),
         ("results", "results", None),  # options filled in from the lidar run

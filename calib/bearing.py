@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from calib import stable_math
+
 
 def bearing_deg(xy_ego: np.ndarray) -> np.ndarray:
     """Bearing of ego-frame positions (..., 2) or (..., 3), degrees in (-180, 180].
@@ -16,7 +18,7 @@ def bearing_deg(xy_ego: np.ndarray) -> np.ndarray:
     through a rotated pose, lands a rounding error to either side of the branch cut.
     """
     xy = np.asarray(xy_ego, dtype=np.float64)
-    deg = np.degrees(np.arctan2(xy[..., 1], xy[..., 0]))
+    deg = np.degrees(stable_math.arctan2(xy[..., 1], xy[..., 0]))
     return np.where(deg <= -180.0 + 1e-9, 180.0, deg)
 
 

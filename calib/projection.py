@@ -32,21 +32,17 @@ def project_points(
     return uv, depth
 
 
-def box_2d_from_corners(
+def box_silhouette_uv(
     intrinsic: np.ndarray, corners_camera: np.ndarray, near_m: float = NEAR_PLANE_M
 ) -> np.ndarray:
-    """Unclipped 2D boxes of 3D boxes given by their (N, 8, 3) camera-frame corners.
+    """Image points whose convex hull is the exact silhouette of each box, (N, 20, 2) pixels.
 
-    A box that crosses the plane ``z = near_m`` is first cut by it: the projected extent is that of
-    the corners in front of the plane plus the points where the box's edges pierce it. This is
-    exact for the box's silhouette (the projection of a convex solid is the hull of its vertices),
-    unlike projecting only the corners in front of the camera.
-
-    Returns:
-        (N, 4) [u_min, v_min, u_max, v_max] in pixels; NaN rows for boxes entirely behind the plane.
+    The box's 8 corners and the 12 points where its edges pierce the plane ``z = near_m``; corners
+    behind that plane and edges that do not cross it give NaN rows. The projection of a convex
+    solid is the convex hull of its (near-clipped) vertices, so the hull of the finite rows is the
+    silhouette; all rows are NaN for a box entirely behind the plane.
     """
     corners = np.asarray(corners_camera, dtype=np.float64)
-    n = corners.shape[0]
     p0, p1 = corners[:, _EDGES[:, 0]], corners[:, _EDGES[:, 1]]
     z0, z1 = p0[..., 2] - near_m, p1[..., 2] - near_m
     crossing = z0 * z1 < 0
@@ -57,10 +53,28 @@ def box_2d_from_corners(
     candidates = np.concatenate([corners, pierce], axis=1)  # (N, 20, 3)
     valid = np.concatenate([corners[..., 2] >= near_m, crossing], axis=1)
     uv, _ = project_points(intrinsic, np.where(valid[..., None], candidates, 1.0))
-    u = np.where(valid, uv[..., 0], np.nan)
-    v = np.where(valid, uv[..., 1], np.nan)
+    uv[~valid] = np.nan
+    return uv
+
+
+def box_2d_from_corners(
+    intrinsic: np.ndarray, corners_camera: np.ndarray, near_m: float = NEAR_PLANE_M
+) -> np.ndarray:
+    """Unclipped 2D boxes of 3D boxes given by their (N, 8, 3) camera-frame corners.
+
+    A box that crosses the plane ``z = near_m`` is first cut by it: the projected extent is that of
+    the corners in front of the plane plus the points where the box's edges pierce it. This is
+    exact for the box's silhouette (the projection of a convex solid is the hull of its vertices),
+    unlike projecting only the corners in front of the camera (``box_silhouette_uv``).
+
+    Returns:
+        (N, 4) [u_min, v_min, u_max, v_max] in pixels; NaN rows for boxes entirely behind the plane.
+    """
+    uv = box_silhouette_uv(intrinsic, corners_camera, near_m)
+    n = uv.shape[0]
+    u, v = uv[..., 0], uv[..., 1]
     out = np.full((n, 4), np.nan)
-    any_valid = valid.any(axis=1)
+    any_valid = np.isfinite(u).any(axis=1)
     if any_valid.any():
         out[any_valid] = np.stack(
             [

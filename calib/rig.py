@@ -9,6 +9,7 @@ import numpy as np
 import yaml
 
 from autolabel.sensors import CameraCalibration, LidarCalibration
+from calib import stable_math
 from calib.rotation import rotation_from_yaw
 from calib.se3 import SE3
 
@@ -79,7 +80,7 @@ def _camera_from_record(rec: dict, where: str) -> CameraCalibration:
     if "focal_px" in rec:
         fx, fy = (float(v) for v in rec["focal_px"])
     elif "hfov_deg" in rec:
-        fx = fy = width / 2 / np.tan(np.radians(float(rec["hfov_deg"])) / 2)
+        fx = fy = width / 2 / stable_math.tan(np.radians(float(rec["hfov_deg"])) / 2)
     else:
         raise ValueError(f"{where}: give either 'focal_px' or 'hfov_deg'")
     cx, cy = (float(v) for v in rec.get("principal_px", (width / 2, height / 2)))

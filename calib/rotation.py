@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from calib import stable_math
+
 
 def rotation_from_quat_wxyz(quat_wxyz: np.ndarray) -> np.ndarray:
     """Rotation matrices from quaternions [w, x, y, z].
@@ -108,7 +110,7 @@ def yaw_from_rotation(rotation: np.ndarray) -> np.ndarray:
     This is the yaw of a box whose rotation may carry small pitch and roll (as nuScenes poses do).
     """
     r = np.asarray(rotation, dtype=np.float64)
-    return wrap_angle(np.arctan2(r[..., 1, 0], r[..., 0, 0]))
+    return wrap_angle(stable_math.arctan2(r[..., 1, 0], r[..., 0, 0]))
 
 
 def wrap_angle(angle_rad: np.ndarray | float) -> np.ndarray:

@@ -48,6 +48,11 @@ _STILL_ATTRIBUTE = np.array(
 )
 
 
+#: Largest box side accepted from a result file, metres (the longest road vehicles are ~25 m; a
+#: larger box is a unit or format error, and would swallow every point and region near it).
+MAX_BOX_SIZE_M = 50.0
+
+
 class SubmissionFormatError(ValueError):
     """A detection submission file is malformed; the message names the file and the entry."""
 
@@ -197,8 +202,11 @@ def _diagnose_record(path: Path, token: str, index: int, rec: Any) -> str | None
             return f"{where}: '{key}' must be a list of {length} numbers, got {value!r}"
         if not all(math.isfinite(v) for v in value):
             return f"{where}: '{key}' must be finite, got {value!r}"
-    if any(v < 0 for v in rec["size"]):
-        return f"{where}: 'size' must be non-negative [w, l, h] in metres, got {rec['size']!r}"
+    if any(v < 0 or v > MAX_BOX_SIZE_M for v in rec["size"]):
+        return (
+            f"{where}: 'size' must be non-negative [w, l, h] in metres, each at most "
+            f"{MAX_BOX_SIZE_M:g}, got {rec['size']!r}"
+        )
     if not any(rec["rotation"]):
         return f"{where}: 'rotation' is a zero quaternion"
     velocity = rec.get("velocity", [math.nan, math.nan])
@@ -247,6 +255,7 @@ def _boxes_from_records(path: Path, token: str, records: list) -> Boxes3D:
             and np.isfinite(translation).all()
             and np.isfinite(size).all()
             and (size >= 0).all()
+            and (size <= MAX_BOX_SIZE_M).all()
             and np.isfinite(rotation).all()
             and (np.abs(rotation).sum(axis=1) > 0).all()
             and np.isfinite(score).all()

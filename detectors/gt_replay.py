@@ -1,9 +1,10 @@
-"""``gt`` backend: the dataset's own annotations, optionally degraded like a real detector.
+"""``gt`` backend: the dataset's own annotations, replayed exactly unless noise is asked for.
 
-With ``noise=None`` the boxes are the annotations themselves (score 1), which the devkit scores
-at mAP 1.0: an upper bound for the later stages. With the default ``GtNoiseConfig`` the boxes
-carry errors of the size a good LiDAR detector makes, so tracking, attributes and QA can be studied
-under realistic detector error:
+By default (``noise=None``) the boxes are the annotations themselves (score 1), which the devkit
+scores at mAP 1.0: an upper bound for the later stages and the reference of ``eval qa``. With
+``noise: default`` (the preset, ``GtNoiseConfig()``) or a mapping of ``GtNoiseConfig`` fields the
+boxes carry errors of the size a good LiDAR detector makes, so tracking, attributes and QA can be
+studied under realistic detector error:
 
 - position: Gaussian, growing with range from the ego; height: Gaussian;
 - size: log-normal (relative); yaw: Gaussian plus occasional 180-degree flips;
@@ -21,12 +22,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Frame
+from calib import stable_math
 from calib.rotation import wrap_angle
 from detectors.base import Detector, DetectorUnavailableError
 from detectors.class_priors import CLASS_FREQUENCY, TYPICAL_SIZE_WLH_M
@@ -103,20 +105,34 @@ class GtNoiseConfig:
             raise ValueError("seed: must be >= 0")
 
 
+#: Named error models for ``noise: <name>`` (each call builds a fresh config).
+NOISE_PRESETS = {"default": GtNoiseConfig}
+
+
 @dataclass
 class GtReplayConfig:
     """Options of the ``gt`` backend.
 
     Attributes:
-        noise: the error model; ``None`` replays the annotations exactly (score 1).
+        noise: the error model: ``None`` (the default) replays the annotations exactly (score 1);
+            a preset name of ``NOISE_PRESETS`` (``default``: a good LiDAR detector's errors) or a
+            ``GtNoiseConfig`` (a mapping of its fields in YAML) degrades them.
         min_lidar_points: annotations with fewer LiDAR points are never replayed (the devkit drops
             ground truth without points, so replaying them would only add false positives).
     """
 
-    noise: GtNoiseConfig | None = field(default_factory=GtNoiseConfig)
+    noise: GtNoiseConfig | str | None = None
     min_lidar_points: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.noise, str):
+            if self.noise not in NOISE_PRESETS:
+                raise ValueError(
+                    f"noise: unknown preset {self.noise!r} (presets: "
+                    f"{', '.join(sorted(NOISE_PRESETS))}; or a mapping of GtNoiseConfig fields, "
+                    "or null for exact replay)"
+                )
+            self.noise = NOISE_PRESETS[self.noise]()
         if self.min_lidar_points < 0:
             raise ValueError("min_lidar_points: must be >= 0")
 
@@ -167,7 +183,7 @@ def noisy_boxes(
     pts = np.asarray(num_lidar_pts, dtype=np.float64)
     if noise.miss_points_scale > 0:
         low_points_miss = np.where(
-            pts >= 0, np.exp(-np.maximum(pts, 0) / noise.miss_points_scale), 0
+            pts >= 0, stable_math.exp(-np.maximum(pts, 0) / noise.miss_points_scale), 0
         )
     else:
         low_points_miss = np.zeros(n)
@@ -179,7 +195,7 @@ def noisy_boxes(
     center = gt_boxes.center_m + pos_noise * np.stack(
         [sigma_xy, sigma_xy, np.full(n, noise.height_sigma_m)], axis=1
     )
-    size = gt_boxes.size_wlh_m * np.exp(noise.size_sigma_frac * size_noise)
+    size = gt_boxes.size_wlh_m * stable_math.exp(noise.size_sigma_frac * size_noise)
     yaw = (
         gt_boxes.yaw_rad + noise.yaw_sigma_rad * yaw_noise + np.pi * (u_flip < noise.yaw_flip_prob)
     )
@@ -195,7 +211,9 @@ def noisy_boxes(
     )[kept]
 
     ground_z = np.median(gt_boxes.center_m[:, 2] - gt_boxes.size_wlh_m[:, 2] / 2) if n else 0.0
-    fp_size = TYPICAL_SIZE_WLH_M[fp_label] * np.exp(noise.size_sigma_frac * 2 * fp_size_noise)
+    fp_size = TYPICAL_SIZE_WLH_M[fp_label] * stable_math.exp(
+        noise.size_sigma_frac * 2 * fp_size_noise
+    )
     fp_center = np.stack(
         [
             ego_xy_m[0] + fp_radius * np.cos(fp_angle),

@@ -3,10 +3,14 @@
 Per keyframe, in the ego frame:
 
 1. points: the keyframe sweep (plus ``num_sweeps - 1`` earlier sweeps moved into the keyframe's ego
-   frame), cropped to ``max_range_m``, the ego vehicle's own returns removed;
+   frame, each point marked with its sweep's age), cropped to ``max_range_m``, the ego vehicle's
+   own returns removed;
 2. ground: a plane fitted robustly to the lowest point of each ground cell, plus a local offset per
    cell (minimum over the 3 x 3 neighbourhood, bounded), so gentle slopes and cambers are followed;
    points less than ``ground_clearance_m`` above it, or higher than ``max_object_height_m``, go;
+   earlier sweeps' points count only next to an obstacle return of the keyframe's own sweep
+   (static objects are filled in, the trail a moving object leaves behind is not), and per
+   bird's-eye cell, points above an empty height band (tree canopy over a parked car) go;
 3. clusters: connected components of the occupied cells of a bird's-eye grid, linking cells across
    gaps that grow with range (returns thin out with distance);
 4. boxes: an oriented rectangle per cluster by L-shape search (the heading that maximises the
@@ -15,14 +19,15 @@ Per keyframe, in the ego frame:
 5. class: the detection class whose typical size best explains the box, allowing the box to be
    smaller than the object along its length and width (only the near faces are seen) but not
    larger; clusters no class explains (walls, vegetation, poles) are dropped. The box is then
-   grown to the class's typical footprint away from the sensor, since the far faces are unseen;
+   grown to the class's typical footprint away from the sensor, since the far faces are unseen.
+   A car heads away from its roof (the top quarter of its returns: cabins sit behind the bonnet);
+   where the roof sits near the middle the heading pointing forward in the ego frame is kept;
 6. score: the product of a point-count term, the size likelihood and the share of points lying on
    the fitted rectangle's edges (how L-shaped, i.e. object-like, the cluster is);
 7. velocity: the same detection on one earlier sweep (``velocity_sweep_age_s`` old, moved into the
    keyframe's ego frame through the global frame); clusters are matched one-to-one (Hungarian)
    and the displacement of their boxes over the time between the sweeps is the velocity (NaN where
-   unmatched or without such a sweep). A moving object's heading is the one along its velocity;
-   otherwise headings are ambiguous by pi and the one pointing forward in the ego frame is kept.
+   unmatched or without such a sweep). A moving object's heading is the one along its velocity.
 
 Arrays throughout; the per-cluster fit and the cluster linking are numba kernels.
 """
@@ -42,6 +47,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.classes import CLASS_INDEX
 from autolabel.clip import Frame, LidarSweep
 from autolabel.nuscenes_reader import load_lidar_points
+from calib import stable_math
 from calib.rotation import wrap_angle
 from detectors.base import Detector
 from detectors.class_priors import TYPICAL_SIZE_WLH_M
@@ -80,6 +86,17 @@ class LidarGeometricConfig:
             closest to this age (within half of it); 0 or no such sweep: velocity unknown (NaN).
         max_speed_mps: objects are matched across the two sweeps only within this speed.
         heading_from_motion_mps: above this speed, the heading is the one along the velocity.
+        overhang_gap_m: per bird's-eye cell, points above an empty height band this tall are
+            overhangs and dropped (0: keep all; see ``below_overhangs``).
+        vertical_gap_per_m: the vertical spacing of returns allowed for per metre of range (beams
+            fan out): the overhang gap is at least this times the range.
+        sweep_support_m: points of earlier sweeps count only within this of a keyframe obstacle
+            return (see ``supported_by_keyframe``).
+        roof_offset_min: a car whose highest returns (its roof) sit this fraction of its length
+            or more behind or ahead of the box centre heads away from them (cabins sit behind the
+            bonnet); nearer the centre, or 0, the heading that points forward in the ego frame.
+        heading_over_roof_mps: a heading settled by the roof follows the velocity only above
+            this speed.
     """
 
     num_sweeps: int = 1
@@ -104,6 +121,11 @@ class LidarGeometricConfig:
     velocity_sweep_age_s: float = 0.3
     max_speed_mps: float = 20.0
     heading_from_motion_mps: float = 1.0
+    roof_offset_min: float = 0.04
+    heading_over_roof_mps: float = 4.0
+    sweep_support_m: float = 0.3
+    overhang_gap_m: float = 0.6
+    vertical_gap_per_m: float = 0.04
 
     def __post_init__(self) -> None:
         if self.num_sweeps < 1:
@@ -132,6 +154,11 @@ class LidarGeometricConfig:
             "velocity_sweep_age_s",
             "heading_from_motion_mps",
             "ground_max_offset_m",
+            "roof_offset_min",
+            "heading_over_roof_mps",
+            "sweep_support_m",
+            "overhang_gap_m",
+            "vertical_gap_per_m",
         ):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
@@ -363,7 +390,7 @@ def size_cost(
     typical = TYPICAL_SIZE_WLH_M
 
     def term(obs, typ, over_tol, under_tol):
-        r = np.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
+        r = stable_math.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
         return np.where(r > 0, r / over_tol, r / under_tol) ** 2
 
     # A face is seen alone when one side is thin and the other clearly is not (a pole is thin
@@ -376,7 +403,10 @@ def size_cost(
 
 
 def detect_boxes_ego(
-    points_ego: np.ndarray, config: LidarGeometricConfig, sensor_xy_m: np.ndarray
+    points_ego: np.ndarray,
+    config: LidarGeometricConfig,
+    sensor_xy_m: np.ndarray,
+    time_lag_s: np.ndarray | None = None,
 ) -> Boxes3D:
     """Boxes (ego frame, no velocity) from one keyframe's (P, 3) ego-frame points.
 
@@ -385,32 +415,49 @@ def detect_boxes_ego(
         config: detector options.
         sensor_xy_m: (2,) LiDAR position in the ego frame: the side of each object facing it is the
             seen side, so boxes grow away from it.
+        time_lag_s: (P,) age of each point's sweep, seconds (0: the keyframe's own); None: all 0.
     """
-    return _detect_clusters(points_ego, config, sensor_xy_m)[0]
+    return _detect_clusters(points_ego, config, sensor_xy_m, time_lag_s)[0]
 
 
 _NO_CLUSTERS = np.zeros(0, dtype=np.int64)
+_NO_FLAGS = np.zeros(0, dtype=bool)
 
 
 def _detect_clusters(
-    points_ego: np.ndarray, config: LidarGeometricConfig, sensor_xy_m: np.ndarray
-) -> tuple[Boxes3D, np.ndarray]:
-    """``detect_boxes_ego`` plus the cluster each box came from (a runner-up shares its cluster)."""
+    points_ego: np.ndarray,
+    config: LidarGeometricConfig,
+    sensor_xy_m: np.ndarray,
+    time_lag_s: np.ndarray | None = None,
+) -> tuple[Boxes3D, np.ndarray, np.ndarray]:
+    """``detect_boxes_ego`` plus the cluster each box came from (a runner-up shares its cluster)
+    and whether its heading was settled by its roof."""
     xy = points_ego[:, :2]
     keep = (np.hypot(xy[:, 0], xy[:, 1]) < config.max_range_m) & ~(
         (np.abs(xy[:, 0]) < config.ego_half_length_m) & (np.abs(xy[:, 1]) < config.ego_half_width_m)
     )
     points = points_ego[keep]
+    lag = np.zeros(len(points)) if time_lag_s is None else np.asarray(time_lag_s)[keep]
     if len(points) == 0:
-        return Boxes3D.empty("ego"), _NO_CLUSTERS
+        return Boxes3D.empty("ego"), _NO_CLUSTERS, _NO_FLAGS
     ground = estimate_ground(
         points, config.max_range_m, config.ground_cell_m, config.ground_max_offset_m
     )
     height = points[:, 2] - ground.height_m(points[:, :2])
     obstacle = (height > config.ground_clearance_m) & (height < config.max_object_height_m)
-    points, height = points[obstacle], height[obstacle]
+    points, height, lag = points[obstacle], height[obstacle], lag[obstacle]
+    supported = supported_by_keyframe(
+        points[:, :2], lag, config.max_range_m, config.cluster_cell_m, config.sweep_support_m
+    )
+    points, height = points[supported], height[supported]
+    if config.overhang_gap_m > 0:
+        # Vertical gaps between returns grow with range (beams fan out): allow for them.
+        beam_gap_m = np.hypot(points[:, 0], points[:, 1]) * config.vertical_gap_per_m
+        gap_m = np.maximum(config.overhang_gap_m, beam_gap_m)
+        below = below_overhangs(points[:, :2], height, config.cluster_cell_m, gap_m)
+        points, height = points[below], height[below]
     if len(points) < config.min_points:
-        return Boxes3D.empty("ego"), _NO_CLUSTERS
+        return Boxes3D.empty("ego"), _NO_CLUSTERS, _NO_FLAGS
 
     labels = cluster_labels(
         points[:, :2],
@@ -423,7 +470,7 @@ def _detect_clusters(
     big = counts[labels] >= config.min_points
     points, height, labels = points[big], height[big], labels[big]
     if len(points) == 0:
-        return Boxes3D.empty("ego"), _NO_CLUSTERS
+        return Boxes3D.empty("ego"), _NO_CLUSTERS, _NO_FLAGS
     cluster_ids, rects, order = fit_rectangles(
         points[:, :2], labels, config.angle_step_deg, config.edge_tolerance_m
     )
@@ -431,6 +478,7 @@ def _detect_clusters(
     starts = np.searchsorted(sorted_labels, cluster_ids)
     n_points = np.diff(np.append(starts, len(sorted_labels)))
     top_height = np.maximum.reduceat(height[order], starts)
+    roof = roof_offsets_m(points[order, :2], height[order], starts, top_height, rects)
 
     ext1, ext2, angle1 = rects[:, 2], rects[:, 3], rects[:, 4]
     # Two hypotheses per rectangle: the object's length lies along e1, or along e2. Both are
@@ -465,16 +513,18 @@ def _detect_clusters(
     cluster = np.concatenate([rows[first], rows[second]])
     label = np.concatenate([ranked[first, 0], ranked[second, 1]])
     relative = np.concatenate(
-        [np.ones(first.sum()), np.exp(-0.5 * (second_cost - best_cost)[second])]
+        [np.ones(first.sum()), stable_math.exp(-0.5 * (second_cost - best_cost)[second])]
     )
     if len(cluster) == 0:
-        return Boxes3D.empty("ego"), _NO_CLUSTERS
+        return Boxes3D.empty("ego"), _NO_CLUSTERS, _NO_FLAGS
     hypothesis = class_hypothesis[cluster, label]
     cand_cost = class_cost[cluster, label]
     length_m = length_h[cluster, hypothesis]
     width_m = width_h[cluster, hypothesis]
     yaw = yaw_h[cluster, hypothesis]
     center_xy = rects[cluster, :2]
+    # The roof's offset along the box's length (+: towards the yaw of hypothesis 0's e1 axis).
+    roof_along = roof[cluster, hypothesis]
     top_height, edge_share, n_points = top_height[cluster], rects[cluster, 5], n_points[cluster]
 
     if config.complete_to_typical_size:
@@ -494,14 +544,21 @@ def _detect_clusters(
         )
         length_m, width_m = length_m + grow_length, width_m + grow_width
 
-    # pi-ambiguous: keep the heading that points forward in the ego frame.
+    # pi-ambiguous: a car heads away from its roof (the cabin sits behind the bonnet); where
+    # that is unclear, keep the heading that points forward in the ego frame.
     yaw = wrap_angle(yaw)
-    yaw = np.where(np.abs(yaw) > np.pi / 2, wrap_angle(yaw + np.pi), yaw)
+    forward = np.where(np.abs(yaw) > np.pi / 2, wrap_angle(yaw + np.pi), yaw)
+    roof_known = (
+        (config.roof_offset_min > 0)
+        & (label == CLASS_INDEX["car"])
+        & (np.abs(roof_along) >= config.roof_offset_min * length_m)
+    )
+    yaw = np.where(roof_known, np.where(roof_along > 0, wrap_angle(yaw + np.pi), yaw), forward)
 
     ground_z = ground.height_m(center_xy)
     score = (
-        (1.0 - np.exp(-n_points / config.points_scale))
-        * np.exp(-0.5 * cand_cost / 3.0)
+        (1.0 - stable_math.exp(-n_points / config.points_scale))
+        * stable_math.exp(-0.5 * cand_cost / 3.0)
         * (0.5 + 0.5 * edge_share)
         * relative
     )
@@ -513,7 +570,86 @@ def _detect_clusters(
         score=score,
         frame="ego",
     )
-    return boxes, cluster
+    return boxes, cluster, roof_known
+
+
+def below_overhangs(
+    xy_m: np.ndarray, height_m: np.ndarray, cell_m: float, gap_m: float | np.ndarray
+) -> np.ndarray:
+    """(P,) which points are not overhangs: per bird's-eye cell, those below its first gap.
+
+    A point whose cell holds no return between it and a lower one for ``gap_m`` (scalar, or per
+    point: the spacing of beams grows with range) or more hangs above that one: tree canopy over
+    a parked car, an awning over a pedestrian. Objects on the ground have returns down their
+    sides, so their cells have no such gap.
+    """
+    if len(xy_m) == 0:
+        return np.zeros(0, dtype=bool)
+    ij = np.floor(xy_m / cell_m).astype(np.int64)
+    cell = (ij[:, 0] - ij[:, 0].min()) * (ij[:, 1].max() - ij[:, 1].min() + 1) + ij[:, 1]
+    order = np.lexsort((height_m, cell))
+    c, h = cell[order], height_m[order]
+    same = np.r_[False, c[1:] == c[:-1]]
+    gap = same & (np.diff(h, prepend=h[0]) >= np.broadcast_to(gap_m, h.shape)[order])
+    gaps_so_far = np.cumsum(gap)
+    cell_start = np.maximum.accumulate(np.where(~same, np.arange(len(c)), 0))
+    keep = np.empty(len(c), dtype=bool)
+    keep[order] = gaps_so_far - gaps_so_far[cell_start] == 0
+    return keep
+
+
+def supported_by_keyframe(
+    xy_m: np.ndarray, time_lag_s: np.ndarray, max_range_m: float, cell_m: float, support_m: float
+) -> np.ndarray:
+    """(P,) which obstacle points to keep: the keyframe's own, and earlier sweeps' near them.
+
+    An earlier sweep's point is kept where the keyframe sweep has an obstacle return within
+    ``support_m`` (in cells of ``cell_m``): static objects are filled in between the keyframe's
+    beams, while the trail a moving object leaves behind it (where it no longer is) is dropped,
+    so it neither stretches the object's box nor forms an object of its own.
+    """
+    older = time_lag_s > 0
+    if not older.any():
+        return np.ones(len(xy_m), dtype=bool)
+    n = int(math.ceil(2 * max_range_m / cell_m))
+    ij = np.clip(np.floor((xy_m + max_range_m) / cell_m).astype(np.int64), 0, n - 1)
+    occupied = np.zeros((n, n), dtype=bool)
+    occupied[ij[~older, 0], ij[~older, 1]] = True
+    radius = int(math.ceil(support_m / cell_m - 1e-9))
+    if radius > 0:
+        occupied = ndimage.maximum_filter(occupied, size=2 * radius + 1, mode="constant")
+    return ~older | occupied[ij[:, 0], ij[:, 1]]
+
+
+def roof_offsets_m(
+    xy_m: np.ndarray,
+    height_m: np.ndarray,
+    starts: np.ndarray,
+    top_height_m: np.ndarray,
+    rects: np.ndarray,
+) -> np.ndarray:
+    """(C, 2) where each cluster's roof sits along its rectangle's two axes, metres.
+
+    The roof is the cluster's top quarter of height; its offset is the middle of its extent minus
+    the middle of the whole cluster's extent, along e1 and along e2 of the rectangle. Extents, not
+    means: the faces towards the sensor hold most of the returns, which would pull a mean there.
+
+    Args:
+        xy_m, height_m: (P, 2) and (P,) points sorted by cluster; ``starts``: (C,) first rows.
+        top_height_m: (C,) each cluster's highest point above the ground.
+        rects: (C, 6) the clusters' rectangles (``fit_rectangles``; column 4 is the angle of e1).
+    """
+    sizes = np.diff(np.append(starts, len(xy_m)))
+    angle = np.repeat(rects[:, 4], sizes)
+    ca, sa = np.cos(angle), np.sin(angle)
+    along = np.column_stack([xy_m[:, 0] * ca + xy_m[:, 1] * sa, -xy_m[:, 0] * sa + xy_m[:, 1] * ca])
+    top = (height_m >= np.repeat(0.75 * top_height_m, sizes))[:, None]
+    roof_mid = 0.5 * (
+        np.minimum.reduceat(np.where(top, along, np.inf), starts)
+        + np.maximum.reduceat(np.where(top, along, -np.inf), starts)
+    )
+    all_mid = 0.5 * (np.minimum.reduceat(along, starts) + np.maximum.reduceat(along, starts))
+    return roof_mid - all_mid
 
 
 def box_velocities(
@@ -563,9 +699,11 @@ class LidarGeometricDetector(Detector):
     def detect_frame(self, frame: Frame) -> Boxes3D:
         """Global-frame boxes of one keyframe."""
         config = self.config
-        points_ego, _ = keyframe_points_ego(frame, config.num_sweeps)
+        points_ego, lag_s = keyframe_points_ego(frame, config.num_sweeps)
         ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
-        boxes, clusters = _detect_clusters(points_ego, config, ego_SE3_lidar.translation[:2])
+        boxes, clusters, by_roof = _detect_clusters(
+            points_ego, config, ego_SE3_lidar.translation[:2], lag_s
+        )
         earlier = self._velocity_sweep(frame)
         if earlier is not None and len(boxes):
             ego_SE3_global = frame.global_SE3_ego.inverse()
@@ -576,7 +714,7 @@ class LidarGeometricDetector(Detector):
             points_before = key_ego_SE3_sweep_lidar.transform_points(
                 load_lidar_points(earlier)[:, :3].astype(np.float64)
             )
-            boxes_before, clusters_before = _detect_clusters(
+            boxes_before, clusters_before, _ = _detect_clusters(
                 points_before, config, key_ego_SE3_sweep_lidar.translation[:2]
             )
             dt_s = (frame.timestamp_us - earlier.timestamp_us) * 1e-6
@@ -584,14 +722,15 @@ class LidarGeometricDetector(Detector):
                 boxes, clusters, boxes_before, clusters_before, dt_s, config.max_speed_mps
             )
             boxes.velocity_mps = velocity
-            # A moving object heads where it goes: settle the pi ambiguity of its heading.
-            speed = np.hypot(velocity[:, 0], velocity[:, 1])
+            # A moving object heads where it goes: settle the pi ambiguity of its heading. The
+            # displacement of boxes over a few tenths of a second is noisy (a parked car's box
+            # jitters by decimetres), so a heading already settled by the roof needs a clear move.
+            speed = np.nan_to_num(np.hypot(velocity[:, 0], velocity[:, 1]))
             along = np.cos(boxes.yaw_rad) * velocity[:, 0] + np.sin(boxes.yaw_rad) * velocity[:, 1]
-            flip = (
-                (np.nan_to_num(speed) > config.heading_from_motion_mps)
-                & (along < 0)
-                & ~np.isin(boxes.label, _STATIC_CLASSES)
+            min_speed = np.where(
+                by_roof, config.heading_over_roof_mps, config.heading_from_motion_mps
             )
+            flip = (speed > min_speed) & (along < 0) & ~np.isin(boxes.label, _STATIC_CLASSES)
             boxes.yaw_rad = np.where(flip, wrap_angle(boxes.yaw_rad + np.pi), boxes.yaw_rad)
         return boxes.transform(frame.global_SE3_ego, "global", from_frame="ego")
 

@@ -9,7 +9,12 @@ from pathlib import Path
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Frame
 from detectors.base import Detector, DetectorUnavailableError
-from detectors.detection_results import META_KEYS, load_detection_submission, submission_meta
+from detectors.detection_results import (
+    META_KEYS,
+    SubmissionFormatError,
+    load_detection_submission,
+    submission_meta,
+)
 
 
 @dataclass
@@ -35,6 +40,11 @@ class ResultFileConfig:
             )
 
 
+class ResultFileUnusable(DetectorUnavailableError, SubmissionFormatError):
+    """The result file is malformed or out of range: the ``results`` backend cannot run (so the
+    run stops before its first clip, with one line naming the file, sample and entry)."""
+
+
 class ResultFileDetector(Detector):
     """Replays the boxes a submission file holds for each keyframe's sample token."""
 
@@ -48,7 +58,10 @@ class ResultFileDetector(Detector):
                 "detector_options.path (CLI: --detector-option path=FILE.json)"
             )
         self.path = Path(self.config.path)
-        self.boxes_by_sample, meta = load_detection_submission(self.path)
+        try:
+            self.boxes_by_sample, meta = load_detection_submission(self.path)
+        except SubmissionFormatError as e:  # the run cannot start: say why, naming the entry
+            raise ResultFileUnusable(f"detector 'results': {e}") from None
         self.meta = submission_meta(**{k: bool(v) for k, v in meta.items() if k in META_KEYS})
 
     def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:

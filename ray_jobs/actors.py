@@ -19,6 +19,7 @@ from typing import Any
 
 from autolabel.config import PipelineConfig, RayOptions
 from autolabel.pipeline import ClipRun, error_record
+from autolabel.stage_clock import Lap, timed
 from autolabel.stages import Models, run_detector, segment_images
 
 #: Detector and segmenter backends that run on a GPU when the cluster has one.
@@ -36,10 +37,26 @@ class BatchFailure:
 
 @dataclass
 class BatchResult:
-    """A batch call's output and the seconds the model part took."""
+    """A batch call's output, how long the model part took (``stage_clock.Lap``), how long the
+    call waited for the actor once its input was ready, and when it ended (``time.time()``)."""
 
     value: Any
-    seconds: float
+    lap: Lap
+    waited_s: float
+    ended_at: float
+    node_id: str
+
+
+def node_id() -> str:
+    """The Ray node id of this process."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def waited_seconds(started_at: float, submitted_at: float, *ready_at: float) -> float:
+    """Seconds a step waited to start after it was submitted and its inputs were ready."""
+    return max(0.0, started_at - max((submitted_at, *ready_at)))
 
 
 class DetectorWorker:
@@ -52,15 +69,16 @@ class DetectorWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def detect(self, run: ClipRun, start: int, stop: int) -> BatchResult | BatchFailure:
+    def detect(
+        self, run: ClipRun, start: int, stop: int, submitted_at: float
+    ) -> BatchResult | BatchFailure:
         """Global-frame boxes of keyframes ``start..stop-1`` and the detector's submission meta."""
-        t0 = time.perf_counter()
-        try:
-            detector = self.models.detector()
-            boxes = run_detector(detector, run.ctx.clip.frames[start:stop])
-        except Exception as exc:  # recorded for the clip; the actor keeps serving others
+        waited = waited_seconds(time.time(), submitted_at, run.ready_at)
+        detector = self.models.detector()
+        boxes, lap, exc = timed(lambda: run_detector(detector, run.ctx.clip.frames[start:stop]))
+        if exc is not None:  # recorded for the clip; the actor keeps serving others
             return BatchFailure("detect", error_record("detect", exc))
-        return BatchResult((boxes, dict(detector.meta)), time.perf_counter() - t0)
+        return BatchResult((boxes, dict(detector.meta)), lap, waited, time.time(), node_id())
 
 
 class SegmenterWorker:
@@ -73,17 +91,18 @@ class SegmenterWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def segment(self, run: ClipRun, batch: int) -> BatchResult | BatchFailure:
+    def segment(self, run: ClipRun, batch: int, submitted_at: float) -> BatchResult | BatchFailure:
         """Masks of the images of batch ``batch`` (``run.ctx.results["image_batches"]``)."""
-        t0 = time.perf_counter()
-        try:
-            images = run.ctx.results["image_batches"][batch]
-            masks = segment_images(
+        waited = waited_seconds(time.time(), submitted_at, run.ready_at)
+        images = run.ctx.results["image_batches"][batch]
+        masks, lap, exc = timed(
+            lambda: segment_images(
                 self.models.segmenter(), run.ctx.clip, run.ctx.results["views"], images
             )
-        except Exception as exc:  # recorded for the clip; the actor keeps serving others
+        )
+        if exc is not None:  # recorded for the clip; the actor keeps serving others
             return BatchFailure("segment", error_record("segment", exc))
-        return BatchResult(masks, time.perf_counter() - t0)
+        return BatchResult(masks, lap, waited, time.time(), node_id())
 
 
 def actor_gpus(requested: float | None, gpu_backend: bool, cluster_gpus: float) -> float:
@@ -119,6 +138,7 @@ def make_actors(
     seg_gpus = actor_gpus(options.segment_num_gpus, config.segmenter in GPU_SEGMENTERS, gpus)
     common = {
         "num_cpus": 0,
+        "resources": dict(options.actor_resources),
         "max_restarts": options.max_restarts,
         "max_task_retries": options.max_retries,
     }

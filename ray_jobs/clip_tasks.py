@@ -13,30 +13,44 @@ files, and the manifest, written last, marks the clip complete.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from autolabel.clip import Clip
 from autolabel.config import PipelineConfig
 from autolabel.pipeline import ClipOutcome, ClipRun, finish_clip, prepare_clip
+from autolabel.stage_clock import Lap
 from autolabel.stages import (
     attributes_stage,
     marks_stage,
     prepare_views,
     qa_stage,
+    refine_stage,
     track_stage,
     visibility_stage,
     write_detections,
     write_masks,
 )
-from ray_jobs.actors import BatchFailure, BatchResult
+from ray_jobs.actors import BatchFailure, BatchResult, node_id, waited_seconds
 
 
 def prepare(
-    clip: Clip, out_dir: str, config: PipelineConfig, force: bool, read_seconds: float
+    clip: Clip,
+    out_dir: str,
+    config: PipelineConfig,
+    force: bool,
+    read_lap: Lap,
+    submitted_at: float,
 ) -> ClipRun | ClipOutcome:
     """The ``read`` stage's checks and hashes; a ``ClipOutcome`` when the clip is done with
     (skipped, or failed on a bad input file), else the ``ClipRun`` for the next steps."""
-    return prepare_clip(clip, Path(out_dir), config, force, read_seconds)
+    waited = waited_seconds(time.time(), submitted_at)
+    result = prepare_clip(clip, Path(out_dir), config, force, read_lap)
+    result.wait_seconds += waited
+    result.nodes["prepare"] = [node_id()]
+    if isinstance(result, ClipRun):
+        result.ready_at = time.time()
+    return result
 
 
 def frame_batches(n_frames: int, batch_frames: int) -> list[tuple[int, int]]:
@@ -45,7 +59,8 @@ def frame_batches(n_frames: int, batch_frames: int) -> list[tuple[int, int]]:
 
 
 def _gather(run: ClipRun, stage: str, batches: tuple) -> list:
-    """The batch values in order, their seconds added to ``stage``; a failure fails the clip."""
+    """The batch values in order, their times added to ``stage`` and to the actors' busy
+    seconds; a failure fails the clip."""
     values = []
     for batch in batches:
         if isinstance(batch, BatchFailure):
@@ -53,14 +68,28 @@ def _gather(run: ClipRun, stage: str, batches: tuple) -> list:
                 run.error = batch.error
             return []
         assert isinstance(batch, BatchResult)
-        run.seconds[stage] = run.seconds.get(stage, 0.0) + batch.seconds
+        run.add_lap(stage, batch.lap)
+        run.actor_seconds[stage] = run.actor_seconds.get(stage, 0.0) + batch.lap.work_s
+        run.wait_seconds += batch.waited_s
+        run.nodes.setdefault(stage, [])
+        if batch.node_id not in run.nodes[stage]:
+            run.nodes[stage].append(batch.node_id)
         values.append(batch.value)
     return values
 
 
-def after_detect(run: ClipRun, batch_images: int, *detections) -> tuple[ClipRun, int]:
+def _inputs_ready_at(run: ClipRun, batches: tuple) -> float:
+    """When the last input of a task became ready: the run handed on, or its last batch."""
+    return max([run.ready_at] + [b.ended_at for b in batches if isinstance(b, BatchResult)])
+
+
+def after_detect(
+    run: ClipRun, batch_images: int, submitted_at: float, *detections
+) -> tuple[ClipRun, int]:
     """Detections -> track -> attributes -> views; returns the run and its number of segmenter
     batches (0 when the clip failed)."""
+    run.wait_seconds += waited_seconds(time.time(), submitted_at, _inputs_ready_at(run, detections))
+    run.nodes["after_detect"] = [node_id()]
     values = _gather(run, "detect", detections)
     if run.error is None:
         boxes = [b for value in values for b in value[0]]
@@ -69,6 +98,7 @@ def after_detect(run: ClipRun, batch_images: int, *detections) -> tuple[ClipRun,
             "detect", run.execute("detect", lambda: write_detections(run.ctx, boxes, meta))
         )
     run.run_stage("track", track_stage)
+    run.run_stage("refine", refine_stage)
     run.run_stage("attributes", attributes_stage)
     views = run.execute("segment", lambda: prepare_views(run.ctx))
     if run.error is not None:
@@ -77,11 +107,14 @@ def after_detect(run: ClipRun, batch_images: int, *detections) -> tuple[ClipRun,
     run.ctx.results["image_batches"] = [
         images[a : a + batch_images] for a in range(0, len(images), batch_images)
     ]
+    run.ready_at = time.time()
     return run, len(run.ctx.results["image_batches"])
 
 
-def finish(run: ClipRun, *masks) -> ClipOutcome:
+def finish(run: ClipRun, submitted_at: float, *masks) -> ClipOutcome:
     """Masks -> visibility -> marks -> qa -> manifest; the clip's outcome."""
+    run.wait_seconds += waited_seconds(time.time(), submitted_at, _inputs_ready_at(run, masks))
+    run.nodes["finish"] = [node_id()]
     values = _gather(run, "segment", masks)
     if run.error is None:
         images = [m for value in values for m in value]

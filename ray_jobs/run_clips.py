@@ -19,6 +19,7 @@ are skipped), ends in the same outputs as an undisturbed run.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -33,6 +34,8 @@ from autolabel.pipeline import (
     select_clips,
     write_run_summary,
 )
+from autolabel.run_folder import run_folder_lock
+from autolabel.stage_clock import timed
 
 #: The steps a clip passes through, in order (one progress bar each).
 STEPS = ("read", "detect", "track+attributes", "segment", "visibility+marks+qa")
@@ -71,6 +74,7 @@ def _remote_tasks(options: RayOptions) -> dict[str, Any]:
 
     common = {
         "num_cpus": options.task_num_cpus,
+        "resources": dict(options.task_resources),
         "max_retries": options.max_retries,
         "retry_exceptions": False,
     }
@@ -99,22 +103,43 @@ def run_pipeline_ray(
     Args:
         address: see ``ray_jobs.cluster.connect`` (None: a local cluster, or the job's cluster).
         options: actors, batches, retries (``RayOptions``; defaults when None).
+
+    Raises:
+        RunFolderError: ``out_dir`` is not a writable folder, or another run is writing into it.
     """
-    import ray
-
-    from autolabel.nuscenes_reader import open_dataset
-    from ray_jobs.actors import make_actors
-    from ray_jobs.clip_tasks import frame_batches
-    from ray_jobs.cluster import connect
-
     start = time.perf_counter()
     config = config or PipelineConfig()
     options = options or RayOptions()
     out_dir = Path(out_dir).resolve()
+    with run_folder_lock(out_dir):
+        return _run_on_cluster(
+            dataroot, version, out_dir, scenes, config, options, address, force, progress, start
+        )
+
+
+def _run_on_cluster(
+    dataroot, version, out_dir, scenes, config, options, address, force, progress, start
+) -> RunSummary:
+
+    from autolabel.nuscenes_reader import open_dataset
+    from ray_jobs.cluster import check_cluster_paths, ray_session
+
     nusc = open_dataset(dataroot, version)
     names = select_clips(nusc, scenes, dataroot)
-    resources = connect(address, options)
+    with ray_session(address, options) as resources:
+        if options.check_paths:
+            check_cluster_paths(Path(dataroot).resolve(), out_dir)
+        return _run_clips(nusc, names, out_dir, config, options, resources, force, progress, start)
+
+
+def _run_clips(nusc, names, out_dir, config, options, resources, force, progress, start):
+    import ray
+
+    from ray_jobs.actors import make_actors
+    from ray_jobs.clip_tasks import frame_batches
+
     detectors, segmenters = make_actors(config, options, resources)
+    actors_ready = time.perf_counter()
     tasks = _remote_tasks(options)
     in_flight_max = options.max_clips_in_flight or max(2, 2 * int(resources.get("CPU", 1)))
     queue = deque(names)
@@ -134,16 +159,12 @@ def run_pipeline_ray(
     def admit() -> None:
         while queue and len(pending) < in_flight_max:
             name = queue.popleft()
-            t0 = time.perf_counter()
-            try:
-                clip = read_clip_records(nusc, name, config)
-            except Exception as exc:  # a bad clip is reported, the run goes on
+            clip, lap, exc = timed(lambda name=name: read_clip_records(nusc, name, config))
+            if exc is not None:  # a bad clip is reported, the run goes on
                 finished(ClipOutcome(name, "failed", error=error_record("read", exc)))
                 bars.done(*STEPS)
                 continue
-            ref = tasks["prepare"].remote(
-                clip, str(out_dir), config, force, time.perf_counter() - t0
-            )
+            ref = tasks["prepare"].remote(clip, str(out_dir), config, force, lap, time.time())
             pending[ref] = (name, "prepare", None)
 
     try:
@@ -168,20 +189,25 @@ def run_pipeline_ray(
                 else:
                     batches = frame_batches(len(value.ctx.clip.frames), options.detect_batch_frames)
                     det = [
-                        next_actor("detect", detectors).detect.remote(ref, a, b) for a, b in batches
+                        next_actor("detect", detectors).detect.remote(ref, a, b, time.time())
+                        for a, b in batches
                     ]
                     run_ref, count_ref = tasks["after_detect"].remote(
-                        ref, options.segment_batch_images, *det
+                        ref, options.segment_batch_images, time.time(), *det
                     )
                     pending[count_ref] = (name, "after_detect", run_ref)
             elif step == "after_detect":
                 n_batches = value
                 bars.done("detect", "track+attributes")
                 seg = [
-                    next_actor("segment", segmenters).segment.remote(run_ref, i)
+                    next_actor("segment", segmenters).segment.remote(run_ref, i, time.time())
                     for i in range(n_batches)
                 ]
-                pending[tasks["finish"].remote(run_ref, *seg)] = (name, "finish", None)
+                pending[tasks["finish"].remote(run_ref, time.time(), *seg)] = (
+                    name,
+                    "finish",
+                    None,
+                )
             else:
                 finished(value)
                 bars.done("segment", "visibility+marks+qa")
@@ -190,7 +216,16 @@ def run_pipeline_ray(
         bars.close()
         for actor in detectors + segmenters:
             ray.kill(actor)
-    summary = RunSummary(out_dir, [outcomes[n] for n in names], time.perf_counter() - start, "ray")
+    end = time.perf_counter()
+    summary = RunSummary(
+        out_dir,
+        [outcomes[n] for n in names],
+        end - start,
+        "ray",
+        actors={"detect": len(detectors), "segment": len(segmenters)},
+        actor_window_seconds=end - actors_ready,
+        startup_seconds=actors_ready - start,
+    )
     write_run_summary(summary)
     return summary
 
@@ -199,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ray_jobs.run_clips DATAROOT --version V --out OUT ...``; exit 1 on failed clips."""
     from autolabel.config import load_run_config
     from autolabel.run_report import format_run_report
+    from ray_jobs.cluster import ClusterError
 
     parser = argparse.ArgumentParser(description="autolabel pipeline on a Ray cluster")
     parser.add_argument("dataroot")
@@ -213,17 +249,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     config, options = load_run_config(args.config, detector=args.detector, segmenter=args.segmenter)
-    summary = run_pipeline_ray(
-        args.dataroot,
-        args.version,
-        args.out,
-        [s for s in args.scenes.split(",") if s] or None,
-        config,
-        options,
-        args.address,
-        args.force,
-        not args.no_progress,
-    )
+    try:
+        summary = run_pipeline_ray(
+            args.dataroot,
+            args.version,
+            args.out,
+            [s for s in args.scenes.split(",") if s] or None,
+            config,
+            options,
+            args.address,
+            args.force,
+            not args.no_progress,
+        )
+    except ClusterError as exc:  # nothing can run on this cluster: say why, before any clip
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(format_run_report(summary))
     return 1 if summary.failed else 0
 

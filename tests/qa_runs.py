@@ -51,7 +51,12 @@ def write_qa_run(
     clip_dir = run_dir / scene.meta.clip
     clip_dir.mkdir(parents=True, exist_ok=True)
     records = generate_clip_qa(
-        scene.attrs, scene.regions, scene.meta, config or QAConfig(seed=0), load_templates()
+        scene.attrs,
+        scene.regions,
+        scene.meta,
+        # Ungated by default: every answerable question (counts too, which the gate holds back).
+        config or QAConfig(seed=0, min_confidence=0.0),
+        load_templates(),
     )
     scene.attrs.write_parquet(clip_dir / "attributes.parquet")
     write_qa_jsonl(clip_dir / "qa.jsonl", records)

@@ -17,24 +17,55 @@ from autolabel.benchmark.scoring import (
 )
 
 
-def test_distance_tolerance_is_25_percent_strict():
+def test_distance_tolerance_is_25_percent_strict_in_the_paper_profile():
     gt = np.full(5, 10.0)
     pred = np.array([7.6, 12.4, 12.5, 7.5, np.nan])
-    assert distance_success(pred, gt).tolist() == [True, True, False, False, False]
+    assert distance_success(pred, gt, "paper").tolist() == [True, True, False, False, False]
+
+
+def test_distance_tolerance_is_inclusive_in_the_published_profile():
+    # The published scorer: 10 x 0.75 = 7.5 <= pred <= 12.5 = 10 x 1.25, edges in.
+    gt = np.full(6, 10.0)
+    pred = np.array([7.6, 12.4, 12.5, 7.5, 12.5000001, np.nan])
+    assert distance_success(pred, gt).tolist() == [True, True, True, True, False, False]
 
 
 def test_angle_tolerance_wraps():
-    gt = np.array([175.0, -175.0, 0.0, 0.0, 90.0])
-    pred = np.array([-178.0, 170.0, 9.9, -10.0, np.nan])
-    # 175 -> -178 is 7 degrees across the wrap; -175 -> 170 is 15 degrees.
-    assert angle_success(pred, gt).tolist() == [True, False, True, False, False]
+    gt = np.array([175.0, -175.0, 0.0, 0.0, 90.0, 0.0])
+    pred = np.array([-178.0, 170.0, 9.9, -10.0, np.nan, 10.0001])
+    # 175 -> -178 is 7 degrees across the wrap; -175 -> 170 is 15 degrees; 10 is the edge.
+    assert angle_success(pred, gt, "paper").tolist() == [True, False, True, False, False, False]
+    assert angle_success(pred, gt).tolist() == [True, False, True, True, False, False]
 
 
-def test_speed_tolerance_is_hybrid():
+def test_speed_tolerance_is_hybrid_in_the_paper_profile():
     gt = np.array([0.8, 0.8, 0.0, 10.0, 10.0, 1.0, 1.0])
     pred = np.array([1.29, 1.31, 0.5, 12.0, 12.1, 1.2, 0.5])
     # Below 1 m/s: 0.5 m/s absolute; from 1 m/s: 20 % (1.0 -> 0.2 m/s).
-    assert speed_success(pred, gt).tolist() == [True, False, True, True, False, True, False]
+    assert speed_success(pred, gt, "paper").tolist() == [
+        True,
+        False,
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
+
+
+def test_speed_tolerance_of_the_published_scorer():
+    # Below 0.5 m/s: 0.2 x 0.5 = 0.1 m/s absolute, inclusive; from 0.5 m/s: 0.8 gt .. 1.2 gt.
+    gt = np.array([0.0, 0.0, 0.4, 0.4, 0.5, 0.5, 0.8, 10.0, 10.0])
+    pred = np.array([0.1, 0.11, 0.3, 0.52, 0.4, 0.39, 1.29, 12.0, 8.0])
+    # 0.4 - 0.3 is 0.10000000000000003 in floats: over 0.1, as in the published scorer.
+    assert speed_success(pred, gt).tolist() == [
+        True, False, False, False, True, False, False, True, True
+    ]  # fmt: skip
+
+
+def test_unknown_tolerance_profile_is_named():
+    with pytest.raises(ValueError, match="unknown tolerance profile 'strict'"):
+        speed_success(np.ones(1), np.ones(1), "strict")
 
 
 def _group(gid, sit, cls, positions, answers, ego=None, agent=None):
@@ -89,7 +120,7 @@ def test_lsr_mlsr_tlc_on_hand_made_groups():
     )  # fmt: skip
     entries = e1 + e2 + e3
     answers = {**a1, **a2, **a3}
-    r = score_entries(entries, answers)
+    r = score_entries(entries, answers, "paper")
     st = r["spatiotemporal"]
     # LSR bits: g1 [1,1,1,1], g2 [1,1,0,0], g3 [1,0,0,0]  (g3 at t=1: -175 vs 170 is 15 deg).
     assert st["groups"] == 3
@@ -197,3 +228,66 @@ def test_read_answers_errors_name_the_file_and_line(tmp_path):
     assert read_answers(path) == {"a": "1 m", "b": ""}
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         read_answers(tmp_path / "missing.jsonl")
+
+
+def test_hostile_answer_files_are_refused_naming_file_and_line(tmp_path):
+    """Issue 20.19: objects are not answers, foreign ids are not silence, bytes name the file."""
+    path = tmp_path / "answers.jsonl"
+    for answer, kind in (({"distance": 3}, "dict"), (["3 m"], "list"), (True, "bool")):
+        path.write_text(
+            json.dumps({"id": "a", "answer": "1 m"})
+            + "\n"
+            + json.dumps({"id": "b", "answer": answer})
+            + "\n"
+        )
+        with pytest.raises(
+            ValueError,
+            match=rf"answers.jsonl:2: 'answer' must be the answer text \(a string\), got {kind}",
+        ):
+            read_answers(path)
+    path.write_bytes(b'{"id": "a", "answer": "1 m"}\n{"id": "b", "answer": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=rf"{path}:2: not UTF-8 text \(byte 0xe9"):
+        read_answers(path)
+
+
+def test_answers_for_another_benchmark_are_refused(tmp_path):
+    from autolabel.benchmark.scoring import score_benchmark
+
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    key = {"id": "q1", "kind": "single", "answer": "3 m", "question_type": "distance"}
+    (bench / "answer_key.jsonl").write_text(json.dumps(key) + "\n")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"id": "other-7", "answer": "3 m"}) + "\n")
+    with pytest.raises(ValueError, match=rf"{answers}: none of its 1 ids is a question of {bench}"):
+        score_benchmark(bench, answers)
+    (bench / "answer_key.jsonl").write_bytes(b'{"id": "q\xff"}\n')
+    with pytest.raises(ValueError, match=r"answer_key.jsonl:1: not UTF-8"):
+        score_benchmark(bench, answers)
+
+
+def test_a_partial_answers_file_scores_what_it_has(tmp_path):
+    entries, answers = _group(
+        "g1", "overtaking", "car", [(10, 0), (12, 20), (14, 40), (16, 60)],
+        ["10 m at 0 deg", "12 m at 20 deg", "30 m at 40 deg", "16 m at 60 deg"],
+    )  # fmt: skip
+    del answers["g1-p3"]
+    r = score_entries(entries, answers)
+    assert r["questions"] == 4 and r["scored"] == 3
+    assert r["missing"] == 1 and r["missing_ids"] == ["g1-p3"]
+    st = r["spatiotemporal"]
+    assert st["LSR@0s"] == 1.0 and st["LSR@2s"] == 0.0
+    assert st["MLSR"] == pytest.approx(0.5)  # 2 of 4 horizons right; the unanswered one is wrong
+
+
+def test_read_answers_rejects_non_string_answers(tmp_path):
+    path = tmp_path / "answers.jsonl"
+    path.write_text('{"id": "a", "answer": "1 m"}\n{"id": "b", "answer": 12.5}\n')
+    with pytest.raises(
+        ValueError,
+        match=r"answers.jsonl:2: 'answer' must be the answer text \(a string\), got float",
+    ):
+        read_answers(path)
+    path.write_text('{"answer": "1 m"}\n')
+    with pytest.raises(ValueError, match=r"answers.jsonl:1: expected an object with an 'id'"):
+        read_answers(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import cv2
 import numpy as np
 import pytest
 from nuscenes import NuScenes
@@ -64,6 +65,17 @@ def test_exact_ground_truth_scores_ap_one_on_every_annotated_class(tmp_path, dat
     for plot in ("summary.png", "car_pr.png", "car_tp.png", "dist_pr_2.0.png"):
         assert (out / "det_plots" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+    # The PR curves are drawn where the APs put them: at precision 1 across the recall axis for
+    # the car (AP 1), on the recall axis for the bus (no ground truth). The last curve drawn is
+    # matplotlib's fourth colour (C3 = #d62728).
+    def curve_row(name: str) -> tuple[float, int]:
+        image = cv2.imread(str(out / "det_plots" / name))[:, :, ::-1].astype(int)
+        red = (np.abs(image - [214, 39, 40]).sum(-1) <= 40).sum(axis=1)
+        return int(np.argmax(red)) / image.shape[0], int(red.max())
+
+    (car_v, car_px), (bus_v, bus_px) = curve_row("car_pr.png"), curve_row("bus_pr.png")
+    assert car_v < 0.2 and bus_v > 0.8 and min(car_px, bus_px) > 300
+
 
 def test_scene_subset_matches_the_devkit_on_a_custom_split(tmp_path, dataset):
     written, nusc = dataset
@@ -103,7 +115,7 @@ def test_scene_subset_matches_the_devkit_on_a_custom_split(tmp_path, dataset):
 
 def test_output_is_byte_identical_across_runs(tmp_path, dataset):
     written, nusc = dataset
-    run = _run(tmp_path, written, nusc, GtReplayConfig())
+    run = _run(tmp_path, written, nusc, GtReplayConfig(noise="default"))
     args = (run, written.root, written.layout.version)
     evaluate_detection(*args, out_dir=tmp_path / "a", nusc=nusc, render_curves=False)
     evaluate_detection(*args, out_dir=tmp_path / "b", nusc=nusc, render_curves=False)

@@ -53,6 +53,23 @@ def test_without_noise_replays_annotations_with_points():
     assert boxes.frame == "global"
 
 
+def test_default_replays_exactly_and_noise_is_an_explicit_preset():
+    frame = _frame("s0")
+    (exact,) = get_detector("gt", {"noise": None}).detect_frames([frame])
+    for default in (get_detector("gt"), get_detector("gt", {}), GtReplayDetector()):
+        (boxes,) = default.detect_frames([frame])
+        np.testing.assert_array_equal(boxes.center_m, exact.center_m)
+        assert (boxes.score == 1).all()
+    (preset,) = get_detector("gt", {"noise": "default"}).detect_frames([frame])
+    (explicit,) = GtReplayDetector(GtNoiseConfig()).detect_frames([frame])
+    np.testing.assert_array_equal(preset.center_m, explicit.center_m)
+    assert len(preset) != len(exact) or not np.array_equal(preset.center_m, exact.center_m)
+    from autolabel.config import ConfigError
+
+    with pytest.raises(ConfigError, match="noise: unknown preset 'loud'"):
+        get_detector("gt", {"noise": "loud"})
+
+
 def test_min_lidar_points_option():
     frame = _frame("s0", n=5, num_pts=np.array([0, 1, 2, 3, 10]))
     (boxes,) = get_detector("gt", {"noise": None, "min_lidar_points": 3}).detect_frames([frame])

@@ -156,6 +156,52 @@ def test_missed_hallucinated_and_shifted_objects(runs, tmp_path):
     assert checked > 0
 
 
+def _regions_doc(records, attrs):
+    """``marks/regions.json`` as the pipeline writes it: every region of each QA keyframe, those
+    seen only in other frames of its window listed with no camera at the keyframe."""
+    import json as _json
+
+    shown: dict[int, dict[int, list[str]]] = {}
+    for rec in records:
+        kf = rec["keyframe"]["frame_index"]
+        for reg in rec["regions"]:
+            shown.setdefault(kf, {})[reg["track_id"]] = reg["cameras_visible"]
+    keyframes = []
+    for kf, tracks in sorted(shown.items()):
+        present = attrs.track_id[attrs.frame_index == kf]
+        regions = [
+            {"track_id": int(t), "cameras_at_keyframe": sorted(tracks.get(int(t), []))}
+            for t in present
+        ]
+        keyframes.append({"frame_index": kf, "regions": regions})
+    return _json.dumps({"keyframes": keyframes})
+
+
+def test_run_against_a_copy_of_itself_agrees_fully_with_regions_not_visible_at_the_keyframe(
+    runs, tmp_path
+):
+    import shutil
+
+    from autolabel.attributes import ObjectAttributes
+
+    root, _, _, ref_records = runs
+    ref = tmp_path / "ref"
+    shutil.copytree(root / "ref", ref)
+    clip_dir = ref / "scene-t-0001"
+    attrs = ObjectAttributes.read_parquet(clip_dir / "attributes.parquet")
+    doc = _regions_doc(ref_records, attrs)
+    # Some region of a keyframe with a count question is not shown by any camera there.
+    assert '"cameras_at_keyframe": []' in doc
+    (clip_dir / "marks").mkdir()
+    (clip_dir / "marks" / "regions.json").write_text(doc)
+    copy = tmp_path / "copy"
+    shutil.copytree(ref, copy)
+    r = evaluate_label_quality(ref, copy, out_path=False)
+    assert r["by_type"]["cnt_visible"]["candidate_questions"] > 0
+    assert r["by_type"]["cnt_visible"]["agreement"] == 1.0
+    assert r["overall"]["agreement"] == 1.0 and r["overall"]["missed"] == 0
+
+
 def test_runs_without_common_clips_are_an_error(runs, tmp_path):
     root, time_s, tracks, _ = runs
     write_qa_run(tmp_path / "other", scene_from_tracks(time_s, tracks, clip="scene-t-0099"))

@@ -15,10 +15,12 @@ from calib.se3 import SE3
 from detectors.lidar_geometric import (
     LidarGeometricConfig,
     LidarGeometricDetector,
+    below_overhangs,
     cluster_labels,
     detect_boxes_ego,
     estimate_ground,
     fit_rectangles,
+    supported_by_keyframe,
 )
 from detectors.lidar_points import keyframe_points_ego
 
@@ -175,3 +177,49 @@ def test_velocity_and_heading_from_an_earlier_sweep(tmp_path):
     # Without an earlier sweep the velocity is unknown.
     frame.sweeps = []
     assert np.isnan(LidarGeometricDetector().detect_frames([frame])[0].velocity_mps).all()
+
+
+def _car_with_cabin(x: float, y: float, yaw: float) -> Boxes3D:
+    """A car as two boxes: a 4.6 x 1.9 m body 1.0 m tall, and a 2.4 m cabin 1.5 m tall whose
+    centre sits 0.6 m behind the body's (cabins sit behind the bonnet)."""
+    back = -0.6 * np.array([np.cos(yaw), np.sin(yaw)])
+    return Boxes3D(
+        center_m=[[x, y, 0.5], [x + back[0], y + back[1], 0.75]],
+        size_wlh_m=[[1.9, 4.6, 1.0], [1.8, 2.4, 1.5]],
+        yaw_rad=[yaw, yaw],
+        frame="ego",
+    )
+
+
+@pytest.mark.parametrize("yaw", [0.25, 0.25 + np.pi, -0.7, -0.7 + np.pi])
+def test_a_parked_car_heads_away_from_its_cabin(yaw):
+    # A single sweep cannot tell a car's front from its back by the outline (pi-ambiguous); its
+    # profile can. Headings pointing backwards in the ego frame must be kept as they are.
+    sensor = np.array([0.94, 0.0, 1.84])
+    points = ray_cast(_car_with_cabin(9.0, 5.0, yaw), sensor)
+    boxes = detect_boxes_ego(points, LidarGeometricConfig(), sensor[:2])
+    best = int(np.argmax(boxes.score))
+    assert boxes.class_name[best] == "car"
+    assert abs(wrap_angle(boxes.yaw_rad[best] - yaw)) < np.deg2rad(3)
+    # Without the profile cue the heading is the one pointing forward in the ego frame.
+    plain = detect_boxes_ego(points, LidarGeometricConfig(roof_offset_min=0), sensor[:2])
+    forward = wrap_angle(yaw + np.pi) if abs(wrap_angle(yaw)) > np.pi / 2 else yaw
+    assert abs(wrap_angle(plain.yaw_rad[np.argmax(plain.score)] - forward)) < np.deg2rad(3)
+
+
+def test_overhangs_above_a_gap_in_their_cell_are_dropped():
+    # Cell A: a car's side from 0.3 to 1.5 m, canopy at 2.6 and 2.9 m (1.1 m gap above 1.5 m).
+    # Cell B (2 m away): only canopy, nothing under it in that cell: kept (no gap above a return).
+    xy = np.array([[5.05, 0.05]] * 7 + [[7.05, 0.05]] * 2)
+    height = np.array([0.3, 0.7, 1.1, 1.5, 2.6, 2.9, 1.2, 2.7, 3.0])
+    keep = below_overhangs(xy, height, cell_m=0.3, gap_m=0.6)
+    np.testing.assert_array_equal(keep, [True] * 4 + [False, False, True, True, True])
+
+
+def test_earlier_sweeps_count_only_next_to_keyframe_returns():
+    # A parked car returns at x = 10 m now and before; a moving car was at x = 20 m 0.3 s ago and
+    # is at 23 m now: its old returns are a trail and go, the parked car's older ones stay.
+    xy = np.array([[10.0, 0.0], [23.0, 0.0], [10.2, 0.1], [20.0, 0.0]])
+    lag = np.array([0.0, 0.0, 0.3, 0.3])
+    keep = supported_by_keyframe(xy, lag, 52.0, 0.3, 0.3)
+    np.testing.assert_array_equal(keep, [True, True, True, False])

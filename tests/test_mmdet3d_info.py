@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -188,3 +190,68 @@ def test_malformed_sample_names_the_key(tmp_path):
     path.write_bytes(pickle.dumps(info))
     with pytest.raises(InfoFileError, match=r"data_list\[0\]: missing key 'ego2global'"):
         read_info_samples(path, box_convention="v1")
+
+
+def _object_array_pickle(fake_pointer: bytes) -> bytes:
+    """A protocol-2 pickle of a 2-element array whose dtype says object ('O8') with its flags
+    state 0, holding raw bytes (what numpy would take for two object pointers)."""
+    raw = pickle.dumps({"data_list": [np.zeros(2, dtype="f8")]}, protocol=2)
+    raw = raw.replace(b"X\x02\x00\x00\x00f8", b"X\x02\x00\x00\x00O8")
+    zeros = b"X\x10\x00\x00\x00" + b"\x00" * 16
+    assert raw.count(zeros) == 1
+    return raw.replace(zeros, b"X\x10\x00\x00\x00" + fake_pointer * 2)
+
+
+def test_object_arrays_from_raw_bytes_are_refused_without_being_built(tmp_path):
+    """Issue 20.2: numpy's own unpickling builds an object array from raw bytes (fake pointers)
+    and crashes on them; the loader refuses the dtype before any array exists. Run in a child
+    process so that a crash fails the test instead of killing it."""
+    path = tmp_path / "evil.pkl"
+    path.write_bytes(_object_array_pickle(b"\x41\x41\x41\x41\x41\x41\x41\x00"))
+    code = (
+        "import sys\n"
+        "from autolabel.mmdet3d_info import InfoFileError, load_info_pickle\n"
+        "try:\n"
+        "    info = load_info_pickle(sys.argv[1])\n"
+        "    print(repr(info['data_list'][0]))\n"
+        "except InfoFileError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith(f"refused: {path}: refusing dtype 'O8'"), done.stdout
+
+
+def test_arrays_of_every_plain_dtype_and_layout_round_trip(tmp_path):
+    arrays = {
+        "f4": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "big_endian": np.arange(4, dtype=">f8"),
+        "fortran": np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+        "i8": np.array([-1, 2**40], dtype=np.int64),
+        "bool": np.array([True, False]),
+        "text": np.array(["CAM_FRONT", "x"]),
+        "empty": np.zeros((0, 7)),
+        "scalar": np.int64(7),
+    }
+    for protocol in (2, 4, 5):
+        path = tmp_path / f"p{protocol}.pkl"
+        path.write_bytes(pickle.dumps({"data_list": [arrays]}, protocol=protocol))
+        loaded = load_info_pickle(path)["data_list"][0]
+        for key, value in arrays.items():
+            assert loaded[key].dtype == value.dtype, key
+            np.testing.assert_array_equal(loaded[key], value)
+            if isinstance(value, np.ndarray):
+                assert loaded[key].flags.writeable
+    # A structured dtype and a length that does not match the shape are refused, naming the file.
+    path = tmp_path / "fields.pkl"
+    path.write_bytes(pickle.dumps({"data_list": [np.zeros(2, dtype=[("a", "f4")])]}))
+    with pytest.raises(InfoFileError, match=rf"{path}: refusing"):
+        load_info_pickle(path)
+    raw = pickle.dumps({"data_list": [np.zeros(2)]}, protocol=2)
+    path.write_bytes(
+        raw.replace(b"X\x10\x00\x00\x00" + b"\x00" * 16, b"X\x08\x00\x00\x00" + b"\x00" * 8)
+    )
+    with pytest.raises(InfoFileError, match=rf"{path}: array of shape \(2,\)"):
+        load_info_pickle(path)

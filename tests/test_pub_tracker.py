@@ -9,7 +9,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.classes import class_index
 from autolabel.config import ConfigError
 from trackers import get_tracker
-from trackers.pub_tracker import PubTracker, PubTrackerConfig, greedy_match
+from trackers.pub_tracker import PubTracker, PubTrackerConfig, greedy_match, track_scores
 
 DT_S = 0.5
 
@@ -399,3 +399,24 @@ def test_bad_inputs_are_rejected():
     frames[1].frame = "ego"
     with pytest.raises(ValueError, match=r"detections\[1\].*'ego'"):
         PubTracker().track_clip(np.array([0.0, 0.5, 1.0]), frames)
+
+
+def test_track_scores_weigh_the_mean_score_by_the_track_length():
+    # Track 7: scores 0.9, 0.5, 0.7 (mean 0.7, 3 boxes); track 2: one box of 0.8.
+    score = track_scores(np.array([7, 2, 7, 7]), np.array([0.9, 0.8, 0.5, 0.7]), 3.0)
+    long_score = 0.7 * (1 - np.exp(-1.0))
+    short_score = 0.8 * (1 - np.exp(-1 / 3))
+    np.testing.assert_allclose(score, [long_score, short_score, long_score, long_score])
+
+
+def test_tracked_boxes_carry_their_track_score_or_the_detection_score():
+    objects = [{"start": (0.0, 0.0), "vel": (5.0, 0.0), "score": 0.6}]
+    frames = _frames(objects, 4)
+    frames[1].score[:] = 0.2
+    tracked = _track(frames, PubTrackerConfig(track_score_length=3))
+    expected = np.mean([0.6, 0.2, 0.6, 0.6]) * (1 - np.exp(-4 / 3))
+    np.testing.assert_allclose([t.score[0] for t in tracked], expected, rtol=1e-6)
+    plain = _track(frames)  # the default: CenterPoint's detection scores
+    np.testing.assert_allclose([t.score[0] for t in plain], [0.6, 0.2, 0.6, 0.6], rtol=1e-6)
+    with pytest.raises(ValueError, match="track_score_length"):
+        PubTrackerConfig(track_score_length=-1)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
+import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from autolabel.cli import app
 from autolabel.qa import QAConfig, generate_clip_qa, load_templates, write_qa_jsonl
-from autolabel.qa.check import check_clip_qa, check_qa_run, read_qa_jsonl
+from autolabel.qa.check import check_clip_qa, check_qa_run, clock_hours_of, read_qa_jsonl
 from autolabel.qa.scenes import constant_velocity_scene
+from calib.bearing import clock_from_bearing
 
 TEMPLATES = load_templates()
 
@@ -168,3 +174,103 @@ def test_malformed_file_is_reported_with_its_name(run, tmp_path):
     assert "qa.jsonl:2" in report.mismatches[0].message
     res = CliRunner().invoke(app, ["check-qa", str(tmp_path / "empty")])
     assert res.exit_code == 2
+
+
+# ------------------------------------------------ the conventions of the attributes themselves
+
+
+def _regenerated(scene, attrs):
+    """Records generated from ``attrs`` (as a run whose attributes stage had that defect)."""
+    return generate_clip_qa(attrs, scene.regions, scene.meta, QAConfig(seed=1), TEMPLATES)
+
+
+def test_bearing_of_the_wrong_sign_is_caught_though_records_agree_with_it(run):
+    """Records re-derived from attributes whose bearing has the wrong sign agree with them; the
+    cameras that show each region (left cameras see positive bearings) do not."""
+    s = run[1]["scene-a"]
+    bearing = -np.asarray(s.attrs.bearing_deg)
+    flipped = dataclasses.replace(
+        s.attrs, bearing_deg=bearing, clock=clock_from_bearing(bearing).astype(np.int8)
+    )
+    mism = check_clip_qa(_regenerated(s, flipped), flipped, "scene-a", TEMPLATES)
+    side = [m for m in mism if "positive is to the left" in m.message]
+    assert side and len(side) == len(mism)
+    assert any("_LEFT" in m.message for m in side) and any("_RIGHT" in m.message for m in side)
+
+
+def test_mirrored_clock_is_caught_though_records_agree_with_it(run):
+    s = run[1]["scene-a"]
+    clock = np.asarray(s.attrs.clock)
+    mirrored = dataclasses.replace(
+        s.attrs, clock=np.where(clock == 12, 12, 12 - clock).astype(np.int8)
+    )
+    mism = check_clip_qa(_regenerated(s, mirrored), mirrored, "scene-a", TEMPLATES)
+    assert mism and all("o'clock" in m.message for m in mism)
+
+
+def test_clock_hours_follow_design_md():
+    # 12 ahead, 3 o'clock to the right (bearing -90), 9 to the left, 6 behind.
+    np.testing.assert_allclose(clock_hours_of(np.array([0.0, -90.0, 90.0, 180.0])), [0, 3, 9, 6])
+
+
+# ------------------------------------------------ the run's own marks and masks (a pipeline run)
+
+
+def test_a_pipeline_run_is_checked_against_its_marks_and_masks(synth_run):
+    report = check_qa_run(synth_run.run, TEMPLATES)
+    assert report.ok, report.mismatches[:3]
+    assert report.grounded == sorted(synth_run.scenes)
+    res = CliRunner().invoke(app, ["check-qa", str(synth_run.run)])
+    assert res.exit_code == 0 and "checked against their marks and masks: 2" in res.output
+
+
+def _copied_run(synth_run, tmp_path) -> Path:
+    out = tmp_path / "run"
+    shutil.copytree(synth_run.run, out)
+    return out
+
+
+def test_region_ids_one_off_from_the_marked_images_are_caught(synth_run, tmp_path):
+    """The STRIDE-QA-Dataset #4 defect: records consistent in themselves (text, regions, answers),
+    but the Set-of-Mark images number the objects differently (here: every id of a keyframe
+    shifted by one, as ``marks/regions.json`` records what the images show)."""
+    run_dir = _copied_run(synth_run, tmp_path)
+    clip = synth_run.scenes[0]
+    path = run_dir / clip / "marks/regions.json"
+    doc = json.loads(path.read_text())
+    shifted = set()
+    for kf in doc["keyframes"]:
+        n = len(kf["regions"])
+        if n >= 2:
+            for r in kf["regions"]:
+                r["region_id"] = (r["region_id"] + 1) % n
+            shifted.add(kf["frame_index"])
+    assert shifted
+    path.write_text(json.dumps(doc))
+    report = check_qa_run(run_dir, TEMPLATES)
+    flagged = {m.record_id for m in report.mismatches if "marks/regions.json" in m.message}
+    records = read_qa_jsonl(run_dir / clip / "qa.jsonl")
+    expected = {
+        r["id"] for r in records if r["keyframe"]["frame_index"] in shifted and r["regions"]
+    }
+    assert expected and flagged == expected
+    assert all(m.clip == clip for m in report.mismatches)
+    res = CliRunner().invoke(app, ["check-qa", str(run_dir)])
+    assert res.exit_code == 1 and "the marked images" in res.output
+
+
+def test_views_that_are_not_the_segment_output_are_caught(synth_run, tmp_path):
+    run_dir = _copied_run(synth_run, tmp_path)
+    clip = synth_run.scenes[0]
+    records = read_qa_jsonl(run_dir / clip / "qa.jsonl")
+    view = next(v for r in records for reg in r["regions"] for v in reg["views"] if v["visible"])
+    path = run_dir / clip / f"masks/{view['frame_index']:03d}.json"
+    doc = json.loads(path.read_text())
+    obj = next(
+        o for o in doc["objects"] if o["camera"] == view["camera"] and o["box_px"] == view["box_px"]
+    )
+    obj["box_px"] = [x + 3.0 for x in obj["box_px"]]
+    path.write_text(json.dumps(doc))
+    mism = check_qa_run(run_dir, TEMPLATES).mismatches
+    assert mism and all("box or mask is not track" in m.message for m in mism)
+    assert all(f"masks/{view['frame_index']:03d}.json" in m.message for m in mism)

@@ -231,3 +231,23 @@ def test_track_window_never_extrapolates():
     times = TIME_S[frame_at(4.0)] + win.offset_s
     assert list(present) == list((times >= 2.0 - 1e-9) & (times <= 5.0 + 1e-9))
     assert not win.complete[0]
+
+
+def test_caption_turns_gate_on_the_path_speed_of_turn_direction():
+    # A left circle at 1.5 m/s (radius 5 m): it turns by 1.5 / 5 * 4 s = 69 degrees over the
+    # window, but below the 2 m/s that ``turn_direction`` (act_turn, SCHEMA.md) requires, so
+    # neither the question nor the caption may call it a turn. Its chord speed is constant,
+    # 2 * 5 * sin(0.15) = 1.494 m/s: above the motion state's 1 m/s, a steady mover.
+    # At 2.5 m/s (radius 8 m) both call it turning left.
+    slow = arc(0.0, 20.0, 5.0, 1.5, -math.pi / 2, left=True)
+    fast = arc(0.0, -20.0, 8.0, 2.5, -math.pi / 2, left=True)
+    attrs = scene_attributes([("car", slow), ("car", fast)])
+    assert ask(attrs, "motion_state", 6.0, [0]).values["speed_mps"][0] == pytest.approx(
+        2 * 5.0 * math.sin(0.15)
+    )
+    res = ask(attrs, "turn_direction", 6.0, [0, 1])
+    assert list(res.valid) == [False, True] and res.outcome[1] == "left"
+    p = resolve_params(QUANTITIES["object_caption"], None, "caption")
+    assert p["path_moving_min_mps"] == 2.0 and p["moving_min_mps"] == 1.0
+    keys = action_keys(attrs, np.full(2, frame_at(6.0)), np.array([0, 1]), p)
+    assert list(keys) == ["steady", "turning_left"]

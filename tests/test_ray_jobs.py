@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from pipeline_data import VERSION, assert_same_outputs, fast_config, make_dataset
+from pipeline_data import VERSION, assert_same_outputs, fast_config, output_tree
+from typer.testing import CliRunner
 
 from autolabel.config import RayOptions
-from autolabel.pipeline import SUMMARY, run_pipeline
+from autolabel.pipeline import SUMMARY
+from autolabel.run_report import format_run_report
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -24,7 +26,9 @@ pytestmark = pytest.mark.slow
 def cluster():
     from ray_jobs.cluster import local_runtime_env
 
+    # address="local": a cluster of its own, even where someone ran `ray start` on this machine.
     ray.init(
+        address="local",
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
@@ -35,18 +39,16 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    return root, make_dataset(root, scenes=2)["scenes"]
+def dataset(synth_run):
+    """The session's tiny synthetic dataset (``session_data``)."""
+    return synth_run.dataroot, synth_run.scenes
 
 
 @pytest.fixture(scope="module")
-def serial(dataset, tmp_path_factory):
-    root, _ = dataset
-    out = tmp_path_factory.mktemp("serial")
-    summary = run_pipeline(root, VERSION, out, None, fast_config(), progress=False)
-    assert all(c.status == "done" for c in summary.clips), [c.error for c in summary.clips]
-    return out
+def serial(synth_run):
+    """The session's serial run of it (``autolabel run`` with ``fast_config``)."""
+    assert synth_run.exit_code == 0, synth_run.output
+    return synth_run.run
 
 
 #: Small batches so that a clip's model work spans several actor calls (and actors).
@@ -98,6 +100,19 @@ def test_ray_run_writes_the_serial_run_s_bytes(cluster, dataset, serial, tmp_pat
     assert [c.status for c in summary.clips] == ["done"] * 2, [c.error for c in summary.clips]
     assert summary.executor == "ray"
     assert_same_outputs(serial, tmp_path / "ray")
+    # Timings are the work done: every stage has its own seconds, the model parts were done by
+    # the actors (their busy seconds are part of the detect / segment stage seconds), and
+    # waiting is counted apart.
+    assert summary.actors == {"detect": OPTIONS["detect_actors"], "segment": 2}
+    for clip in summary.clips:
+        assert set(clip.stage_seconds) == set(clip.stage_cpu_seconds) >= {"read", "detect", "qa"}
+        for kind in ("detect", "segment"):
+            assert 0 < clip.actor_seconds[kind] <= clip.stage_seconds[kind] + 1e-3
+        assert clip.wait_seconds >= 0
+    shares = summary.actor_busy_share()
+    assert set(shares) == {"detect", "segment"} and all(0 < v <= 1 for v in shares.values())
+    report = format_run_report(summary)
+    assert "clips/min" in report and "model actors busy: detect" in report
 
 
 def _descends_from_us(pid: int) -> bool:
@@ -187,3 +202,33 @@ def test_a_rerun_completes_what_a_failed_job_lost(cluster, dataset, serial, tmp_
     assert all(status[name] == "done" for name in failed)
     assert all(s in ("done", "skipped") for s in status.values())
     assert_same_outputs(serial, out)
+
+
+def _clip_tree(run_dir: Path, clip: str) -> dict[str, bytes]:
+    return {k: v for k, v in output_tree(run_dir).items() if k.startswith(f"{clip}/")}
+
+
+def test_run_cli_with_ray_writes_the_serial_bytes(cluster, synth_run, tmp_path):
+    """``autolabel run --ray`` (the running cluster: Ray is initialised in this process)."""
+    from autolabel.cli import app
+
+    clip = synth_run.scenes[1]
+    out = tmp_path / "ray"
+    args = ["run", str(synth_run.dataroot), "--version", VERSION, "--out", str(out)]
+    config = ["--scenes", clip, "--config", str(synth_run.config_file), "--no-progress"]
+    res = CliRunner().invoke(app, [*args, *config, "--ray=local"])
+    assert res.exit_code == 0, res.output
+    assert "(done 1, skipped 0, failed 0)" in res.output and "(ray)" in res.output
+    assert _clip_tree(out, clip) == _clip_tree(synth_run.run, clip)
+
+
+def test_ray_job_entrypoint_writes_the_serial_bytes(cluster, synth_run, tmp_path, capsys):
+    """``python -m ray_jobs.run_clips`` (what ``ray job submit`` runs): its ``main``."""
+    from ray_jobs.run_clips import main
+
+    clip = synth_run.scenes[0]
+    out = tmp_path / "job"
+    argv = [str(synth_run.dataroot), "--version", VERSION, "--out", str(out), "--scenes", clip]
+    assert main([*argv, "--config", str(synth_run.config_file), "--no-progress"]) == 0
+    assert "(done 1, skipped 0, failed 0)" in capsys.readouterr().out
+    assert _clip_tree(out, clip) == _clip_tree(synth_run.run, clip)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from release_run import build_run, make_synth_dataset
 
-from autolabel.anonymize import AnonymizeConfig, GeometricConfig, anonymize_image
+from autolabel.anonymize import AnonymizeConfig, anonymize_image
 from autolabel.release import ReleaseConfig, ReleaseLeakError, build_release, scan_release
 from autolabel.release.conversations import FORMATS, IMAGE_TOKEN, validate_conversations
 from autolabel.release.records import rekey
@@ -46,23 +46,15 @@ def built(tmp_path_factory):
     return {"root": root, "dataroot": dataroot, "run": run, "rel": root / "rel", "summary": summary}
 
 
-def _readable(plate_mask: np.ndarray, min_width_px: int) -> np.ndarray:
-    """The plate pixels of plates (connected components) at least ``min_width_px`` wide."""
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(plate_mask.astype(np.uint8))
-    wide = np.flatnonzero(stats[:, cv2.CC_STAT_WIDTH] >= min_width_px)
-    return np.isin(labels, wide[wide > 0])
-
-
 def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
+    """Issue 21: the default anonymizer (no learned faces) blurs every face and plate pixel the
+    generator drew, however small, with plate-sized patches: a small share of the image."""
     from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
     from autolabel.synth.ground_truth_files import load_image_ground_truth
 
     cfg = AnonymizeConfig(learned_faces=False)
-    # Every plate, however small (the default skips plates too small to read).
-    every = AnonymizeConfig(learned_faces=False, geometric=GeometricConfig(min_plate_px=0.0))
     nusc = open_dataset(built["dataroot"], "v1.0-mini")
     face = plate = face_hit = plate_hit = blurred = pixels = 0
-    readable = readable_hit = 0
     for name in list_clips(nusc):
         clip = read_clip(nusc, name, max_sweeps=1)
         boxes, margins, sources = anonymization_boxes(clip, built["run"] / name, cfg)
@@ -71,9 +63,6 @@ def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
             for channel, cam in frame.cameras.items():
                 image = cv2.imread(str(cam.path))
                 anon = anonymize_image(
-                    image, cam, boxes[f], frame.timestamp_us, every, None, margins[f]
-                )
-                default = anonymize_image(
                     image, cam, boxes[f], frame.timestamp_us, cfg, None, margins[f]
                 )
                 gt = load_image_ground_truth(built["dataroot"], channel, cam.token)
@@ -81,24 +70,15 @@ def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
                 plate += gt.plate_mask.sum()
                 face_hit += (gt.face_mask & anon.mask).sum()
                 plate_hit += (gt.plate_mask & anon.mask).sum()
-                # A plate the default blurs: its envelope (0.52 m) is >= 16 px, so the US
-                # plate's 0.31 m is >= 9.5 px; the generator's plates are 0.52 m or 0.8 of the
-                # car's width, at least 10 px wide then.
-                big = _readable(gt.plate_mask, 10)
-                readable += big.sum()
-                readable_hit += (big & default.mask).sum()
-                face_hit_default = (gt.face_mask & default.mask).sum()
-                assert face_hit_default == gt.face_mask.sum()
-                blurred += default.mask.sum()
-                pixels += default.mask.size
+                blurred += anon.mask.sum()
+                pixels += anon.mask.size
                 # Pixels change only inside the mask and its feathered fringe (at most a quarter
                 # of the largest kernel wide).
                 far = cv2.distanceTransform((~anon.mask).astype(np.uint8), cv2.DIST_L2, 3) > 66
                 assert np.array_equal(anon.image_bgr[far], image[far])
-    assert face > 0 and plate > 0 and readable > 0
+    assert face > 0 and plate > 0
     assert face_hit == face, f"face recall {face_hit / face:.4f}"
     assert plate_hit == plate, f"plate recall {plate_hit / plate:.4f}"
-    assert readable_hit == readable, f"readable plate recall {readable_hit / readable:.4f}"
     assert blurred / pixels < 0.08
 
 
@@ -308,6 +288,7 @@ def test_rekeyed_ids_never_read_as_leaks(tmp_path):
 
 
 def test_release_refuses_images_that_no_longer_hash_as_the_manifest_says(built, tmp_path):
+    """Issue 20.10: an image changed since the run is named, nothing is released."""
     data = tmp_path / "data"
     shutil.copytree(built["dataroot"], data)
     manifest = json.loads((built["run"] / "synth-0000" / "manifest.json").read_text())
@@ -321,6 +302,7 @@ def test_release_refuses_images_that_no_longer_hash_as_the_manifest_says(built, 
 
 
 def test_release_refuses_a_relative_dataroot_in_the_manifest(built, tmp_path):
+    """Issue 20.10: a relative dataroot would be resolved against this process's folder."""
     run = tmp_path / "run"
     shutil.copytree(built["run"], run)
     path = run / "synth-0000" / "manifest.json"

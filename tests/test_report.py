@@ -18,6 +18,7 @@ from autolabel.evaluation.label_quality import evaluate_label_quality
 from autolabel.report import write_report
 from autolabel.report.html import _SCRIPT
 from autolabel.report.plots import box_footprints
+from autolabel.set_of_mark import region_colours_bgr
 
 _VOID = {"img", "meta", "br", "hr", "input", "link"}
 
@@ -87,6 +88,21 @@ def test_page_links_only_existing_images(report):
     bev = [s for s in parsed.images if s.endswith("_bev.png")]
     som = [s for s in parsed.images if s.endswith("_som.png")]
     assert len(bev) == len(som) == len(keyframes)
+    # Each Set-of-Mark view shows the marks of its keyframe's regions: every region a record
+    # shows at that keyframe has pixels of its mark colour in the view.
+    for src in som:
+        kf = int(re.search(r"_k(\d+)_som\.png$", src).group(1))
+        image = cv2.imread(str(page.parent / src))
+        shown = {
+            reg["region_id"]
+            for r in records
+            if r["keyframe"]["frame_index"] == kf
+            for reg in r["regions"]
+            if reg["cameras_visible"]
+        }
+        assert shown, src
+        for rid in shown:
+            assert np.all(image == region_colours_bgr(rid), axis=-1).sum() >= 20, (src, rid)
 
 
 def test_page_shows_metrics_and_qa(report):

@@ -348,3 +348,103 @@ def test_sam2_no_boxes(sam2_random, ellipse_scene):
     image, _, _ = ellipse_scene
     empty = sam2_random.segment(image, np.zeros((0, 4)))
     assert empty.masks.shape == (0, HEIGHT, WIDTH) and empty.score.shape == (0,)
+
+
+# -- geometric segmenter ----------------------------------------------------------------------
+
+
+def rect_polygon(u0: float, v0: float, u1: float, v1: float) -> np.ndarray:
+    return np.array([[u0, v0], [u1, v0], [u1, v1], [u0, v1]], np.float32)
+
+
+def test_image_geometry_zbuffer_and_lidar_shares_by_hand():
+    from autolabel.segmentation.geometry import image_geometry
+
+    # Far object A: 100 x 60 px; near object B covers its right 30 columns; C has no returns.
+    hulls = [rect_polygon(20, 40, 120, 100), rect_polygon(90, 30, 150, 110)]
+    hulls.append(rect_polygon(200, 40, 240, 80))
+    # Returns: a row of 10 on A's left half at A's depth, 10 on its uncovered middle that are
+    # 5 m nearer (a post in front), all 1 px apart so the 0-radius discs do not overlap.
+    own = np.column_stack([np.arange(25, 35) + 0.5, np.full(10, 50.5), np.full(10, 20.0)])
+    post = np.column_stack([np.arange(60, 70) + 0.5, np.full(10, 70.5), np.full(10, 15.0)])
+    g = image_geometry(
+        hulls,
+        depth_m=np.array([20.0, 10.0, 30.0]),
+        near_depth_m=np.array([19.0, 9.0, 29.0]),
+        scene_uvd=np.concatenate([own, post]).astype(np.float32),
+        image_size_px=(WIDTH, HEIGHT),
+        radius_px=0,
+        margin_m=0.5,
+    )
+    np.testing.assert_array_equal(g.hull_px, [6000, 4800, 1600])
+    np.testing.assert_array_equal(g.zbuffered_px, [6000 - 30 * 60, 4800, 1600])
+    np.testing.assert_allclose(g.hull_occluded_share, [0.3, 0.0, 0.0])
+    # The post's returns lie left of B (u < 90): B has no LiDAR evidence.
+    np.testing.assert_array_equal(g.lidar_covered_px, [20, 0, 0])
+    np.testing.assert_array_equal(g.lidar_occluded_px, [10, 0, 0])
+    assert g.lidar_occluded_share[0] == 0.5 and np.isnan(g.lidar_occluded_share[1:]).all()
+    np.testing.assert_array_equal(g.geometric_px, [6000 - 1800 - 10, 4800, 1600])
+    assert not g.masks[0, 70, 60:70].any() and g.masks[0, 50, 25:35].all()
+
+
+def test_geometric_segmenter_presence_from_geometry_not_colour():
+    from autolabel.segmentation.geometric import GeometricSegmenter
+    from autolabel.segmentation.geometry import image_geometry
+
+    # A flat grey image: no colour tells the object from its surroundings.
+    image = np.full((HEIGHT, WIDTH, 3), 90, np.uint8)
+    hulls = [rect_polygon(40, 60, 140, 140), rect_polygon(100, 80, 200, 160)]
+    g = image_geometry(
+        hulls, np.array([20.0, 10.0]), np.array([19.0, 9.0]), np.zeros((0, 3), np.float32),
+        (WIDTH, HEIGHT), 1, 0.5,
+    )  # fmt: skip
+    seeds = [seeds_in(g.masks[0]), np.zeros((0, 2))]  # the near object has no returns
+    result = get_segmenter("geometric").segment(
+        image,
+        np.array([[40, 60, 140, 140], [100, 80, 200, 160]]),
+        {"points_uv": seeds, "geometry": g},
+    )
+    # Presence and extent come from the geometry: the masks stay within it and keep most of it.
+    assert not (result.masks & ~g.masks).any()
+    assert (mask_iou(result.masks, g.masks) > 0.9).all()
+    visible_far = 1 - (40 * 60) / (100 * 80)  # B covers columns 100-140, rows 80-140 of A
+    recall_far = result.masks[0][seeds[0][:, 1].astype(int), seeds[0][:, 0].astype(int)].mean()
+    # The object without returns is judged by geometry alone: its score is its visible share.
+    np.testing.assert_allclose(result.score, [recall_far * visible_far, 1.0], atol=1e-6)
+    assert isinstance(get_segmenter(), GeometricSegmenter)
+    with pytest.raises(ValueError, match=r"prompts\['geometry'\]"):
+        GeometricSegmenter().segment(image, np.array([[40, 60, 140, 140]]))
+
+
+def test_geometric_segmenter_trims_the_boundary_to_the_object(ellipse_scene):
+    from autolabel.segmentation.geometric import GeometricSegmenter, own_return_recall
+    from autolabel.segmentation.geometry import image_geometry
+
+    image, truth, _ = ellipse_scene
+    box = loose_box(truth, 2)  # a box hull around a round object: its corners are not the object
+    g = image_geometry(
+        [rect_polygon(*box)], np.array([10.0]), np.array([9.0]), np.zeros((0, 3), np.float32),
+        (WIDTH, HEIGHT), 1, 0.5,
+    )  # fmt: skip
+    seeds = [seeds_in(truth, step=9)]
+    result = GeometricSegmenter().segment(image, box[None], {"points_uv": seeds, "geometry": g})
+    refined, geometric = mask_iou(result.masks, truth[None])[0], mask_iou(g.masks, truth[None])[0]
+    assert refined > geometric + 0.05 and refined > 0.85
+    assert not (result.masks[0] & ~g.masks[0]).any()  # never outside the geometry
+    assert own_return_recall(result.masks, seeds)[0] == pytest.approx(result.score[0], abs=1e-6)
+
+
+def test_image_geometry_lidar_decides_where_it_saw_the_object():
+    from autolabel.segmentation.geometry import image_geometry
+
+    # B's hull covers A's right part, but a return at A's own depth falls there: the LiDAR saw A
+    # through B's (too large) hull, so that pixel stays in A's mask; the rest of the overlap,
+    # without returns, goes to the nearer B as the box z-buffer says.
+    hulls = [rect_polygon(20, 40, 120, 100), rect_polygon(90, 30, 150, 110)]
+    seen = np.array([[100.5, 60.5, 20.0]], np.float32)
+    g = image_geometry(
+        hulls, np.array([20.0, 10.0]), np.array([19.0, 9.0]), seen, (WIDTH, HEIGHT), 0, 0.5
+    )
+    assert g.masks[0, 60, 100] and not g.masks[0, 61, 100] and not g.masks[0, 60, 101]
+    assert g.geometric_px[0] == 6000 - 1800 + 1 and g.lidar_occluded_px[0] == 0
+    assert g.masks[1, 60, 100]  # a farther return does not hide B

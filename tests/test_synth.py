@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import cv2
 import matplotlib
 import numpy as np
 import pytest
@@ -100,6 +101,15 @@ def test_devkit_renders_camera_lidar_and_annotation(nusc, tmp_path):
     nusc.render_annotation(sample["anns"][0], out_path=str(tmp_path / "ann.png"))
     for name in ("cam.png", "lidar.png", "ann.png"):
         assert (tmp_path / name).stat().st_size > 10_000
+    # The camera render draws each annotation's box in its category's colour (the devkit's
+    # colormap): the colours of the boxes the devkit finds in that image are on it.
+    _, boxes, _ = nusc.get_sample_data(sample["data"]["CAM_FRONT"])
+    assert boxes
+    image = cv2.imread(str(tmp_path / "cam.png"))[:, :, ::-1].astype(int)
+    for box in boxes:
+        colour = np.array(nusc.colormap[box.name])
+        near = np.abs(image - colour).sum(-1) <= 12
+        assert near.sum() >= 20, box.name
 
 
 def test_every_scene_has_all_ten_classes_and_valid_annotations(nusc):

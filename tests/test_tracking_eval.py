@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import zlib
+from pathlib import Path
 
 import pytest
 from nuscenes.eval.tracking.utils import category_to_tracking_name
@@ -80,6 +83,22 @@ def _write_run(run, truth, swap_scene: str | None = None, swap_from_frame: int =
         )
 
 
+def pdf_text(path: Path) -> str:
+    """The text matplotlib wrote into a PDF: the strings of its ``TJ`` operators, one a line
+    (its page streams are zlib-compressed; no PDF library is needed for that)."""
+    data = path.read_bytes()
+    streams = re.findall(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S)
+    lines = []
+    for stream in streams:
+        try:
+            content = zlib.decompress(stream)
+        except zlib.error:  # a font or image stream
+            continue
+        for array in re.findall(rb"\[(.*?)\] TJ", content, re.S):
+            lines.append(b"".join(re.findall(rb"\((.*?)\)", array)).decode("latin-1"))
+    return "\n".join(lines)
+
+
 def test_perfect_tracks_score_amota_one_on_the_chosen_scene(dataset, tmp_path):
     root, truth = dataset
     run = tmp_path / "run"
@@ -100,7 +119,13 @@ def test_perfect_tracks_score_amota_one_on_the_chosen_scene(dataset, tmp_path):
     saved = json.loads((run / "eval" / "track.json").read_text())
     assert saved["metrics"] == m
     assert (run / "eval" / "track" / "metrics_summary.json").is_file()
-    assert (run / "eval" / "track" / "plots" / "summary.pdf").is_file()
+    # The devkit's summary plot: a panel per metric against recall, each with a legend naming
+    # the classes the truth has (and no other).
+    lines = pdf_text(run / "eval" / "track" / "plots" / "summary.pdf").splitlines()
+    assert {"MOTA", "MOTAR", "MOTP", "IDS", "FRAG"} <= set(lines), lines[:40]
+    legends = "".join(line for line in lines if line.isalpha() and line[0].isupper())
+    assert legends.count("Car") == legends.count("Pedestrian") == legends.count("Truck") >= 5
+    assert "Bus" not in legends
     # Nothing was written into the dataset.
     assert not (root / VERSION / "splits.json").exists()
 

@@ -123,13 +123,57 @@ def test_summary_counts_every_rule():
     assert s["candidates"] == len(names) and s["kept"] == 2 and s["rejected"] == len(names) - 2
     assert list(s["rejected_by_first_rule"]) == [r.name for r in RULE_ORDER]
     assert s["rejected_by_first_rule"] == {
+        "IMAGE": 0,
         "IN_IMAGE": 1,
         "LIDAR_POINTS": 1,
         "MASK_SCORE": 1,
         "BOX_IOU": 1,
         "COVERAGE": 1,
         "VISIBLE_PIXELS": 2,
+        "HULL_OCCLUDED": 0,
+        "LIDAR_OCCLUDED": 0,
     }
+
+
+def test_occlusion_and_image_rules_reject_their_own_object():
+    # Four passing 50 x 50 objects side by side; each new rule gets one failing measurement.
+    boxes = np.array([[10.0 + 60 * k, 10.0, 60.0 + 60 * k, 60.0] for k in range(5)])
+    masks = np.stack([rect_mask(*(int(x) for x in b)) for b in boxes])
+    hull = np.array([0.1, 0.61, 0.0, 0.0, 0.6])  # 0.61 > 0.6; 0.6 is not > 0.6
+    lidar = np.array([np.nan, 0.0, 0.51, 0.2, np.nan])  # NaN: no LiDAR evidence, skipped
+    readable = np.array([True, True, True, False, True])
+    d = evaluate_visibility(
+        boxes, masks, np.full(5, 0.95), np.full(5, 10.0), (W, H), np.full(5, 50),
+        config=VisibilityConfig(min_visible_px=100, max_hull_occluded_share=0.6,
+                                max_lidar_occluded_share=0.5),
+        hull_occluded_share=hull, lidar_occluded_share=lidar, image_readable=readable,
+    )  # fmt: skip
+    assert [d.failed_rule_names(i) for i in range(5)] == [
+        [],
+        ["HULL_OCCLUDED"],
+        ["LIDAR_OCCLUDED"],
+        ["IMAGE"],
+        [],
+    ]
+    assert d.first_failed_rule[3] == VisibilityRule.IMAGE  # checked first
+    np.testing.assert_array_equal(d.hull_occluded_share, hull)
+    assert np.isnan(d.lidar_occluded_share[0]) and d.image_readable.tolist() == readable.tolist()
+
+
+def test_segmenter_defaults_and_overrides():
+    from autolabel.config import PipelineConfig
+    from autolabel.visibility import visibility_defaults
+
+    assert visibility_defaults("sam2") == VisibilityConfig()  # STRIDE-QA thresholds
+    assert VisibilityConfig().min_mask_score == 0.8 and VisibilityConfig().min_box_iou == 0.3
+    geometric = visibility_defaults("geometric")
+    assert geometric.min_mask_score < 0.8
+    cfg = PipelineConfig(segmenter="geometric", visibility={"min_box_iou": 0.4})
+    assert cfg.visibility.min_box_iou == 0.4
+    assert cfg.visibility.min_mask_score == geometric.min_mask_score
+    assert PipelineConfig(segmenter="lidar").visibility.min_mask_score == 0.8
+    with pytest.raises(ValueError, match="visibility: unknown key 'min_iou'"):
+        PipelineConfig(visibility={"min_iou": 0.4})
 
 
 def test_objects_in_different_images_do_not_occlude():

@@ -127,6 +127,12 @@ class PubTrackerConfig:
         static_classes: classes tracked as static objects (their velocity is taken as zero).
         velocity_half_window: half width, in observations, of the least-squares window used for
             the output velocity of each observation (see ``trackers.velocity``).
+        track_score_length: every box of a track is scored by the track's evidence, the mean
+            detection score of its boxes times ``1 - exp(-boxes / track_score_length)``, so a
+            long, confidently detected track outranks a short one made of the same scores (the
+            labeller sees the whole clip); 0 (the default) keeps each box's detection score
+            (CenterPoint). The pipeline's ``refine`` stage scores tracks this way itself, from
+            the detection scores; set it here for ``refine: none``.
     """
 
     max_age: int = 40
@@ -137,6 +143,7 @@ class PubTrackerConfig:
     new_track_min_score: float = 0.0
     static_classes: tuple[str, ...] = DEFAULT_STATIC_CLASSES
     velocity_half_window: int = 2
+    track_score_length: float = 0.0
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_age) or self.max_age < 1:
@@ -166,6 +173,12 @@ class PubTrackerConfig:
                     f"PubTrackerConfig.static_classes: unknown class {name!r}; "
                     f"expected names from {DETECTION_CLASSES}"
                 )
+        length = self.track_score_length
+        if isinstance(length, bool) or not isinstance(length, (int, float)) or not length >= 0:
+            raise ValueError(
+                f"PubTrackerConfig.track_score_length: expected a number >= 0, got {length!r}"
+            )
+        self.track_score_length = float(length)
         if not _is_int(self.velocity_half_window) or self.velocity_half_window < 1:
             raise ValueError(
                 "PubTrackerConfig.velocity_half_window: expected an int >= 1, "
@@ -426,6 +439,18 @@ def associate_clip(
     return ids
 
 
+def track_scores(track_id: np.ndarray, score: np.ndarray, length_scale: float) -> np.ndarray:
+    """(N,) each box's track score: its track's mean score times ``1 - exp(-boxes / scale)``.
+
+    Args:
+        track_id: (N,) track of each box; score: (N,) detection scores in [0, 1].
+        length_scale: boxes at which a track's evidence reaches ``1 - 1/e`` of its mean score.
+    """
+    _, inverse, count = np.unique(track_id, return_inverse=True, return_counts=True)
+    mean = np.bincount(inverse, weights=np.asarray(score, dtype=np.float64)) / count
+    return (mean * -np.expm1(-count / length_scale))[inverse]
+
+
 class PubTracker:
     """Greedy centre tracker over a clip's keyframes (see the module docstring for the semantics)."""
 
@@ -452,7 +477,8 @@ class PubTracker:
             F box sets in the global frame: the detections that were matched to a track or started
             one, in their input order, with ``track_id`` >= 0 (ids from 0, unique within the clip)
             and ``velocity_mps`` estimated from the track (``trackers.velocity``; zero for static
-            classes; the detector's own velocity, or NaN, for a track observed once).
+            classes; the detector's own velocity, or NaN, for a track observed once); ``score``
+            is the track's (``track_scores``) unless ``track_score_length`` is 0.
         """
         times = np.asarray(timestamps_s, dtype=np.float64)
         if times.ndim != 1 or len(times) != len(detections):
@@ -504,5 +530,9 @@ class PubTracker:
         track_velocity[once] = tracked.velocity_mps[once]
         track_velocity[is_static[kept]] = 0.0
         tracked.velocity_mps = track_velocity
+        if self.config.track_score_length > 0:
+            tracked.score = track_scores(
+                tracked.track_id, tracked.score, self.config.track_score_length
+            ).astype(tracked.score.dtype)
         bounds = np.searchsorted(frame_of, np.arange(len(times) + 1))
         return [tracked[bounds[f] : bounds[f + 1]] for f in range(len(times))]

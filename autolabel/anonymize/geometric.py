@@ -80,8 +80,8 @@ class GeometricConfig:
             unsure along its velocity by speed times this (added to the patch's thickness, and
             to the head region's footprint).
         min_plate_px: plate patches whose plate envelope is narrower than this many pixels are
-            not blurred: at 16 px for 0.52 m a US plate is 9 x 5 px, its characters 2 - 3 px
-            high, unreadable.
+            not blurred (0, the default: every plate is blurred, however small; a release must
+            cover every plate pixel, and a plate too small to read is also cheap to blur).
         head_classes: detection classes whose top holds a head (pedestrians, riders).
         head_band_m: depth of the head region below the box top.
         head_above_m: height of the head region above the box top.
@@ -92,7 +92,6 @@ class GeometricConfig:
             length, centred this fraction of the length behind the box centre (the saddle).
         facing_min_cos: a face is kept when cos(angle between its outward normal and the ray to
             the camera) exceeds this (slightly negative: a yaw error must not drop a plate).
-        margin_px: pixels added around every projected region when it is blurred.
         min_score: boxes scoring below this are ignored (0: every box the run kept).
     """
 
@@ -104,7 +103,7 @@ class GeometricConfig:
     position_sigma_m: float = 0.12
     yaw_sigma_deg: float = 2.0
     time_sigma_s: float = 0.05
-    min_plate_px: float = 16.0
+    min_plate_px: float = 0.0
     head_classes: tuple[str, ...] = _HEAD_CLASSES
     head_band_m: float = 0.35
     head_above_m: float = 0.05
@@ -114,7 +113,6 @@ class GeometricConfig:
     rider_length_m: float = 0.8
     rider_offset_fraction: float = 0.1
     facing_min_cos: float = -0.15
-    margin_px: float = 2.0
     min_score: float = 0.0
 
     def __post_init__(self) -> None:
@@ -131,7 +129,7 @@ class GeometricConfig:
                 raise ValueError(f"{name}: expected 0 <= low <= high, got {(lo, hi)!r}")
         for name in (
             "plate_depth_m", "position_sigma_m", "yaw_sigma_deg", "head_band_m", "head_above_m",
-            "margin_px", "head_short_box_m", "rider_length_m", "rider_offset_fraction",
+            "head_short_box_m", "rider_length_m", "rider_offset_fraction",
             "time_sigma_s", "min_plate_px",
         ):  # fmt: skip
             if getattr(self, name) < 0:

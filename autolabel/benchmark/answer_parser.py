@@ -10,7 +10,7 @@ out, so that question is scored as wrong; an empty answer gives nothing.
 
 Rules (all deterministic, no model):
 
-- Numbers are read with their unit. Lengths (m, cm, mm, km, ft, yd, mi) become metres; speeds
+- Numbers are read with their unit. Lengths (m, cm, mm, km, ft, yd, mi, inches) become metres; speeds
   (m/s, km/h, mph, ft/s) become m/s; angles (degrees, deg, the degree sign, radians) become degrees
   wrapped to (-180, 180] (so 336 degrees is -24); times (s, seconds, minutes), clock positions
   ("3 o'clock") and percentages are recognised so that they are never taken for a distance.
@@ -234,6 +234,9 @@ _UNITS: tuple[tuple[str, float, str], ...] = (
     ("length", 0.001, r"mm\b|millimeters?\b|millimetres?\b"),
     ("length", 0.3048, r"ft\b|feet\b|foot\b"),
     ("length", 0.9144, r"yards?\b|yds?\b"),
+    # Inches only spelled out: a bare "in" after a number is usually the preposition ("12 m at
+    # 20 degrees, 3 in front").
+    ("length", 0.0254, r"inch(?:es)?\b"),
     ("length", 1609.344, r"miles?\b|mi\b"),
     ("length", 1.0, r"m\b|meters?\b|metres?\b|mtrs?\b"),
     ("angle", 1.0, r"\u00b0|degrees?\b|degs?\b"),
@@ -267,7 +270,10 @@ _STATIONARY_RE = re.compile(
 
 
 def wrap_deg(angle_deg: float) -> float:
-    """An angle in degrees wrapped to (-180, 180]."""
+    """An angle in degrees wrapped to (-180, 180]; one already in range is returned as is (no
+    float noise: 169.278 stays 169.278, not 169.27800000000002)."""
+    if -180.0 < angle_deg <= 180.0:
+        return angle_deg
     wrapped = math.fmod(angle_deg + 180.0, 360.0)
     if wrapped < 0:
         wrapped += 360.0

@@ -23,7 +23,8 @@ Files under ``BENCH/``:
   ``choices``.
 - ``answer_key.jsonl``: the truth for scoring: ``id``, ``set``, ``category``, ``type``, ``kind``,
   ``class``, ``situation``, ``horizon_s``, ``clip``, ``keyframe``, ``spec`` (what the answer must
-  state, for the parser), ``truth`` (the true values) and ``answer`` (the generated text).
+  state, for the parser), ``truth`` (the true values), ``answer`` (the generated text) and
+  ``confidence`` (the record's, ``autolabel.qa.confidence``; 1 for records made before it).
 - ``images/<clip>/...png``: the marked images.
 - ``baselines/{oracle,constant,random}.jsonl``: reference answer files (``baselines.py``).
 - ``bench.json``: counts per set, type, class and situation; the source run; the tolerances.
@@ -56,6 +57,7 @@ from autolabel.atomic_io import (
 from autolabel.benchmark.baselines import BASELINES, baseline_answers, write_answers
 from autolabel.benchmark.scoring import (
     ANGLE_TOL_DEG,
+    DEFAULT_PROFILE,
     DISTANCE_REL_TOL,
     HORIZONS_S,
     SPEED_ABS_TOL_MPS,
@@ -568,6 +570,7 @@ def export_benchmark(
                     "spec": spec.as_dict(),
                     "truth": truth,
                     "answer": rec["answer"],
+                    "confidence": rec.get("confidence", 1.0),
                 }
             )
     if not key:
@@ -600,6 +603,7 @@ def export_benchmark(
         "groups_by_class": dict(sorted(Counter(e["class"] for e in groups.values()).items())),
         "dropped": dict(sorted(dropped.items())),
         "tolerances": {
+            "profile": DEFAULT_PROFILE,
             "distance_rel": DISTANCE_REL_TOL,
             "angle_deg": ANGLE_TOL_DEG,
             "speed_rel": SPEED_REL_TOL,

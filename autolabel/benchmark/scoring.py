@@ -7,10 +7,21 @@ Tolerances (STRIDE-QA, seed 003):
 - bearing (and any angle: relative heading): ``|wrap(theta_pred - theta_gt)| < 10`` degrees, the
   difference wrapped to (-180, 180];
 - localization success (LSR) of a position: distance and bearing both succeed;
-- speed (ego and agent): within 20 % of the true speed, or within 0.5 m/s where the true speed is
-  below 1.0 m/s (the hybrid tolerance);
+- speed (ego and agent): within 20 % of the true speed, or within an absolute floor where the true
+  speed is slow (the hybrid tolerance);
 - qualitative answers (left/right, clock position, which region, yes/no, cameras) and multiple
   choice: exact.
+
+Two named tolerance profiles (:data:`TOLERANCE_PROFILES`; DESIGN.md "Benchmark metrics"):
+
+- ``published`` (the default): the authors' published scorer (STRIDE-QA-Bench,
+  ``config/tolerance.yaml`` + ``utils/metric_utils.py``), edges inclusive:
+  ``gt (1 - 0.25) <= d_pred <= gt (1 + 0.25)``, ``|wrap(theta_pred - theta_gt)| <= 10``, speed
+  ``gt (1 - 0.2) <= v_pred <= gt (1 + 0.2)``, or ``|v_pred - v_gt| <= 0.2 x 0.5 = 0.1`` m/s where
+  the true speed is below 0.5 m/s. The products are computed as that scorer computes them, so an
+  answer on an edge scores as it does there. Users compare with numbers from it.
+- ``paper``: the paper's text: ``|d_pred - d_gt| < 0.25 d_gt``, ``|wrap| < 10``, speed within
+  20 % or within 0.5 m/s where the true speed is below 1.0 m/s.
 
 Over spatiotemporal scene groups g (one target, t = 0, 1, 2, 3 s) with LSR bits s[g, t]:
 ``LSR@t = mean_g s[g, t]``, ``MLSR = mean_g mean_t s[g, t]``, ``TLC = mean_g all_t s[g, t]``.
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +51,43 @@ import numpy as np
 
 from autolabel.benchmark.answer_parser import ANSWER_KINDS, AnswerSpec, parse_answer
 
-#: Relative distance tolerance (SpatialRGPT, STRIDE-QA).
-DISTANCE_REL_TOL = 0.25
-#: Angle tolerance, degrees (10 degrees is a 3.5 m lane at 10 m).
-ANGLE_TOL_DEG = 10.0
-#: Hybrid speed tolerance: relative above ``SPEED_SLOW_MPS``, absolute below it.
-SPEED_REL_TOL = 0.20
-SPEED_ABS_TOL_MPS = 0.5
-SPEED_SLOW_MPS = 1.0
+
+@dataclass(frozen=True)
+class Tolerances:
+    """One named tolerance profile of the numeric answers.
+
+    Attributes:
+        name: ``published`` or ``paper``.
+        distance_rel: relative distance tolerance (SpatialRGPT, STRIDE-QA: 0.25).
+        angle_deg: angle tolerance, degrees (10 degrees is a 3.5 m lane at 10 m).
+        speed_rel: relative speed tolerance.
+        speed_slow_mps: true speeds below this use the absolute floor instead.
+        speed_abs_mps: the absolute floor, m/s.
+        inclusive: edges count as success (``<=``, the published scorer) or not (``<``).
+    """
+
+    name: str
+    distance_rel: float
+    angle_deg: float
+    speed_rel: float
+    speed_slow_mps: float
+    speed_abs_mps: float
+    inclusive: bool
+
+
+#: The authors' published scorer: floor 0.2 x 0.5 m/s below 0.5 m/s, edges inclusive.
+PUBLISHED = Tolerances("published", 0.25, 10.0, 0.2, 0.5, 0.5 * 0.2, True)
+#: The paper's text: 0.5 m/s below 1.0 m/s, distance and angle edges exclusive.
+PAPER = Tolerances("paper", 0.25, 10.0, 0.2, 1.0, 0.5, False)
+TOLERANCE_PROFILES: dict[str, Tolerances] = {t.name: t for t in (PUBLISHED, PAPER)}
+DEFAULT_PROFILE = "published"
+
+#: The default profile's values (kept as names for the summaries that print them).
+DISTANCE_REL_TOL = PUBLISHED.distance_rel
+ANGLE_TOL_DEG = PUBLISHED.angle_deg
+SPEED_REL_TOL = PUBLISHED.speed_rel
+SPEED_ABS_TOL_MPS = PUBLISHED.speed_abs_mps
+SPEED_SLOW_MPS = PUBLISHED.speed_slow_mps
 #: Spatiotemporal horizons of a scene group, seconds.
 HORIZONS_S = (0.0, 1.0, 2.0, 3.0)
 #: Benchmark sets.
@@ -166,26 +207,65 @@ def wrap_deg_array(angle_deg: np.ndarray) -> np.ndarray:
     return np.where(w == -180.0, 180.0, w)
 
 
-def distance_success(pred_m: np.ndarray, gt_m: np.ndarray) -> np.ndarray:
-    """(N,) bool: ``|pred - gt| < 0.25 gt``; False where the prediction is missing (NaN)."""
+def tolerances(profile: str | Tolerances = DEFAULT_PROFILE) -> Tolerances:
+    """The named tolerance profile (``published`` or ``paper``), or ``profile`` itself."""
+    if isinstance(profile, Tolerances):
+        return profile
+    if profile not in TOLERANCE_PROFILES:
+        raise ValueError(
+            f"unknown tolerance profile {profile!r} (one of {', '.join(TOLERANCE_PROFILES)})"
+        )
+    return TOLERANCE_PROFILES[profile]
+
+
+def _within_relative(pred: np.ndarray, gt: np.ndarray, rel: float, inclusive: bool) -> np.ndarray:
+    if inclusive:
+        # The published scorer's arithmetic: gt (1 - r) <= pred <= gt (1 + r), products first.
+        return (gt * (1.0 - rel) <= pred) & (pred <= gt * (1.0 + rel))
+    return np.abs(pred - gt) < rel * gt
+
+
+def distance_success(
+    pred_m: np.ndarray, gt_m: np.ndarray, profile: str | Tolerances = DEFAULT_PROFILE
+) -> np.ndarray:
+    """(N,) bool: within 25 % of the true distance (edges per ``profile``); False where the
+    prediction is missing (NaN)."""
+    tol = tolerances(profile)
     pred, gt = np.asarray(pred_m, np.float64), np.asarray(gt_m, np.float64)
     with np.errstate(invalid="ignore"):
-        return np.isfinite(pred) & (np.abs(pred - gt) < DISTANCE_REL_TOL * gt)
+        return np.isfinite(pred) & _within_relative(pred, gt, tol.distance_rel, tol.inclusive)
 
 
-def angle_success(pred_deg: np.ndarray, gt_deg: np.ndarray) -> np.ndarray:
-    """(N,) bool: the wrapped difference is under 10 degrees; False where missing."""
+def angle_success(
+    pred_deg: np.ndarray, gt_deg: np.ndarray, profile: str | Tolerances = DEFAULT_PROFILE
+) -> np.ndarray:
+    """(N,) bool: the difference wrapped to [-180, 180) is within 10 degrees (edge per
+    ``profile``); False where missing."""
+    tol = tolerances(profile)
     pred, gt = np.asarray(pred_deg, np.float64), np.asarray(gt_deg, np.float64)
     with np.errstate(invalid="ignore"):
-        return np.isfinite(pred) & (np.abs(wrap_deg_array(pred - gt)) < ANGLE_TOL_DEG)
+        # (p - g + 180) mod 360 - 180 in the published scorer's operation order; |.| makes the
+        # -180/180 end irrelevant.
+        diff = np.abs(np.mod(pred - gt + 180.0, 360.0) - 180.0)
+        ok = diff <= tol.angle_deg if tol.inclusive else diff < tol.angle_deg
+        return np.isfinite(pred) & ok
 
 
-def speed_success(pred_mps: np.ndarray, gt_mps: np.ndarray) -> np.ndarray:
-    """(N,) bool: within 20 % of the true speed, or 0.5 m/s where it is below 1.0 m/s."""
+def speed_success(
+    pred_mps: np.ndarray, gt_mps: np.ndarray, profile: str | Tolerances = DEFAULT_PROFILE
+) -> np.ndarray:
+    """(N,) bool: within 20 % of the true speed, or within the absolute floor where the true
+    speed is slow (``published``: 0.1 m/s below 0.5 m/s; ``paper``: 0.5 m/s below 1.0 m/s)."""
+    tol = tolerances(profile)
     pred, gt = np.asarray(pred_mps, np.float64), np.asarray(gt_mps, np.float64)
-    tol = np.where(gt < SPEED_SLOW_MPS, SPEED_ABS_TOL_MPS, SPEED_REL_TOL * np.abs(gt))
     with np.errstate(invalid="ignore"):
-        return np.isfinite(pred) & (np.abs(pred - gt) <= tol)
+        slow = gt < tol.speed_slow_mps
+        near = np.abs(pred - gt) <= tol.speed_abs_mps
+        if tol.inclusive:
+            rel_ok = _within_relative(pred, gt, tol.speed_rel, True)
+        else:
+            rel_ok = np.abs(pred - gt) <= tol.speed_rel * np.abs(gt)
+        return np.isfinite(pred) & np.where(slow, near, rel_ok)
 
 
 #: Numeric answer kinds: (value name, tolerance function) per dimension.
@@ -241,7 +321,10 @@ def _exact(kind: str, gt: Any, pred: Any) -> bool:
 
 
 def success_matrix(
-    kinds: Sequence[str], truths: Sequence[Mapping[str, Any]], preds: Sequence[Mapping[str, Any]]
+    kinds: Sequence[str],
+    truths: Sequence[Mapping[str, Any]],
+    preds: Sequence[Mapping[str, Any]],
+    profile: str | Tolerances = DEFAULT_PROFILE,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Per-question success and per-value success, vectorized per answer kind.
 
@@ -249,6 +332,7 @@ def success_matrix(
         kinds: (N,) answer kinds (``ANSWER_KINDS``).
         truths: N dicts of true values (``answer_values`` names).
         preds: N dicts of predicted values (what :func:`parse_answer` gives).
+        profile: tolerance profile of the numeric values (``published`` or ``paper``).
 
     Returns:
         (N,) bool success (every value of the question within tolerance), and per value name an
@@ -265,7 +349,7 @@ def success_matrix(
             for name, fn in NUMERIC_DIMENSIONS[kind]:
                 gt = np.array([float(truths[i].get(name, np.nan)) for i in idx])
                 pred = np.array([_as_float(preds[i].get(name)) for i in idx])
-                value_ok = fn(pred, gt) & np.isfinite(gt)
+                value_ok = fn(pred, gt, profile) & np.isfinite(gt)
                 per_value.setdefault(name, np.zeros(n, dtype=bool))[idx] = value_ok
                 ok &= value_ok
             success[idx] = ok
@@ -286,9 +370,14 @@ def _as_float(x: Any) -> float:
         return float("nan")
 
 
-def values_agree(kind: str, truth: Mapping[str, Any], pred: Mapping[str, Any]) -> bool:
+def values_agree(
+    kind: str,
+    truth: Mapping[str, Any],
+    pred: Mapping[str, Any],
+    profile: str | Tolerances = DEFAULT_PROFILE,
+) -> bool:
     """Whether one structured answer agrees with the truth within the benchmark tolerances."""
-    ok, _ = success_matrix([kind], [truth], [pred])
+    ok, _ = success_matrix([kind], [truth], [pred], profile)
     return bool(ok[0])
 
 
@@ -393,39 +482,62 @@ def answer_spec(record: Mapping[str, Any], qt: Any) -> tuple[AnswerSpec, dict[st
 def read_answers(path: str | Path) -> dict[str, str]:
     """Question id -> answer text from a JSONL file (``{"id": ..., "answer": ...}`` a line).
 
-    ``response``, ``prediction``, ``output`` and ``text`` are accepted for ``answer``.
+    ``response``, ``prediction``, ``output`` and ``text`` are accepted for ``answer``; a line
+    with none of them is an empty answer.
 
     Raises:
-        ValueError: a malformed line or a repeated id (names the file and line).
+        ValueError: a malformed line, a line without an id, an answer that is not a string, a
+            repeated id, or a file that is not UTF-8 (names the file and line).
         FileNotFoundError: no such file.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: answers file not found")
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
-            if not isinstance(row, dict) or "id" not in row:
-                raise ValueError(f"{path}:{n}: expected an object with an 'id'")
-            text = next(
-                (
-                    row[k]
-                    for k in ("answer", "response", "prediction", "output", "text")
-                    if k in row
-                ),
-                None,
+    for n, line in _utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
+        if not isinstance(row, dict) or "id" not in row:
+            raise ValueError(f"{path}:{n}: expected an object with an 'id'")
+        key, text = next(
+            (
+                (k, row[k])
+                for k in ("answer", "response", "prediction", "output", "text")
+                if k in row
+            ),
+            ("answer", None),
+        )
+        if not isinstance(text, (str, type(None))):
+            # str() of an object or a number would be scored as if the model had written it.
+            raise ValueError(
+                f"{path}:{n}: {key!r} must be the answer text (a string), got "
+                f"{type(text).__name__} {json.dumps(text)[:60]}"
             )
-            qid = str(row["id"])
-            if qid in out:
-                raise ValueError(f"{path}:{n}: id {qid!r} answered twice")
-            out[qid] = "" if text is None else str(text)
+        if not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool):
+            raise ValueError(f"{path}:{n}: id must be a string, got {row['id']!r}")
+        qid = str(row["id"])
+        if qid in out:
+            raise ValueError(f"{path}:{n}: id {qid!r} answered twice")
+        out[qid] = "" if text is None else text
     return out
+
+
+def _utf8_lines(path: Path):
+    """(line number, line) of a text file; a file that is not UTF-8 is named in the error."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "save it as UTF-8"
+        ) from None
+    return enumerate(text.splitlines(), 1)
 
 
 def _rate(mask: np.ndarray) -> float | None:
@@ -451,7 +563,9 @@ def _group_metrics(lsr: np.ndarray) -> dict[str, Any]:
 
 
 def score_entries(
-    entries: Sequence[Mapping[str, Any]], answers: Mapping[str, str]
+    entries: Sequence[Mapping[str, Any]],
+    answers: Mapping[str, str],
+    profile: str | Tolerances = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     """Every benchmark metric of a set of answers.
 
@@ -459,19 +573,27 @@ def score_entries(
         entries: answer-key entries (``answer_key.jsonl`` lines): ``id``, ``group_id``, ``set``,
             ``category``, ``type``, ``kind``, ``class``, ``situation``, ``horizon_s``, ``spec``
             (``AnswerSpec.as_dict``) and ``truth``.
-        answers: question id -> the model's answer text; a missing id is an empty answer.
+        answers: question id -> the model's answer text. A question without an answer is left
+            out of every metric (a partial answers file scores what it has, as the published
+            STRIDE-QA-Bench scorer does) and counted under ``missing``; an empty answer is
+            scored (as wrong).
+        profile: tolerance profile (``published``, the default, or ``paper``).
 
     Returns:
-        A JSON-ready dict: counts, ``spatiotemporal`` (LSR@t, MLSR, TLC, per-dimension SR, by
+        A JSON-ready dict: counts (``questions`` in the key, ``scored``, ``missing`` and the
+            first ``missing_ids``), ``spatiotemporal`` (LSR@t, MLSR, TLC, per-dimension SR, by
         situation and class), ``spatial`` (qualitative accuracy, quantitative success, by category,
         type and class), ``multiple_choice`` (accuracy by type and class), and ``by_type``.
     """
+    n_key = len(entries)
+    missing = [str(e["id"]) for e in entries if str(e["id"]) not in answers]
+    entries = [e for e in entries if str(e["id"]) in answers]
     n = len(entries)
     specs = [AnswerSpec.from_dict(e["spec"]) for e in entries]
-    texts = [answers.get(str(e["id"]), "") for e in entries]
+    texts = [answers[str(e["id"])] for e in entries]
     preds = [parse_answer(t, s) for t, s in zip(texts, specs, strict=True)]
     kinds = [s.kind for s in specs]
-    ok, per_value = success_matrix(kinds, [e["truth"] for e in entries], preds)
+    ok, per_value = success_matrix(kinds, [e["truth"] for e in entries], preds, profile)
 
     def col(name: str, default: Any = "") -> np.ndarray:
         return np.array(
@@ -487,7 +609,11 @@ def score_entries(
     )
     unknown = sorted(set(answers) - {str(e["id"]) for e in entries})
     result: dict[str, Any] = {
-        "questions": n,
+        "tolerances": tolerances(profile).name,
+        "questions": n_key,
+        "scored": n,
+        "missing": len(missing),
+        "missing_ids": missing[:20],
         "answered": int(answered.sum()),
         "parsed": int(parsed.sum()),
         "unknown_ids": len(unknown),
@@ -601,19 +727,21 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
+    for n, line in _utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not valid JSON: {e}") from None
     return rows
 
 
 def score_benchmark(
-    bench_dir: str | Path, answers_path: str | Path, out_path: str | Path | None = None
+    bench_dir: str | Path,
+    answers_path: str | Path,
+    out_path: str | Path | None = None,
+    profile: str | Tolerances = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     """Score an answers file against ``BENCH/answer_key.jsonl``; write the metrics as JSON.
 
@@ -621,13 +749,21 @@ def score_benchmark(
         bench_dir: a folder written by ``autolabel bench export``.
         answers_path: JSONL of ``{"id", "answer"}``.
         out_path: where to write the metrics (default: ``<answers>.scores.json`` beside it).
+        profile: tolerance profile (``published`` or ``paper``).
     """
     from autolabel.atomic_io import atomic_write_json
     from autolabel.benchmark.export import ANSWER_KEY_FILE
 
     entries = read_jsonl(Path(bench_dir) / ANSWER_KEY_FILE)
     answers = read_answers(answers_path)
-    result = score_entries(entries, answers)
+    known = {str(e["id"]) for e in entries}
+    unknown = sorted(set(answers) - known)
+    if answers and len(unknown) == len(answers):
+        raise ValueError(
+            f"{answers_path}: none of its {len(answers)} ids is a question of {bench_dir} "
+            f"(first: {unknown[0]!r}); answers for another benchmark or export?"
+        )
+    result = score_entries(entries, answers, profile)
     result["answers_file"] = str(answers_path)
     out = (
         Path(out_path)
@@ -667,9 +803,16 @@ def format_scores(result: Mapping[str, Any]) -> list[str]:
 
     st = result["spatiotemporal"]
     lines = [
+        f"tolerances: {result.get('tolerances', DEFAULT_PROFILE)}",
         f"questions: {result['questions']}",
+        f"missing: {result.get('missing', 0)}",
         f"answered: {result['answered']}",
         f"parsed: {result['parsed']}",
+        *(
+            [f"warning: {result['unknown_ids']} answer ids are not questions (ignored)"]
+            if result.get("unknown_ids")
+            else []
+        ),
         f"groups: {st['groups']}",
     ]
     lines += [f"LSR@{h:g}s: {f(st[f'LSR@{h:g}s'])}" for h in HORIZONS_S]

@@ -1,7 +1,7 @@
 """``autolabel eval qa RUN_REFERENCE RUN_CANDIDATE``: how often a detector's QA answers are right.
 
 On a dataset with ground truth, the pipeline runs twice: the reference run with ground-truth replay
-detections (``--detector gt`` without noise) and the candidate run with the detector under test.
+detections (``--detector gt``, which replays the annotations exactly) and the candidate run with the detector under test.
 Every QA record of the candidate run is then re-answered from the reference run's attributes:
 
 1. Association, per keyframe: candidate tracks to reference tracks by the devkit's class-wise
@@ -25,6 +25,16 @@ about one whose colour it never measured); ``not_scored`` (captions: no answer k
 (agree over the scored questions, unmatched counted as wrong) and ``agreement_matched`` (over the
 matched ones only). It also counts the reference run's questions the candidate run missed: those
 about an object the candidate did not detect (no associated candidate track at the keyframe).
+
+Precision against yield: every record carries a confidence (``autolabel.qa.confidence``). For
+each threshold of ``CURVE_THRESHOLDS`` the candidate's questions at or above it give an
+``agreement`` (agree over scored, as above) and a ``yield``: agreeing questions over the questions
+the reference run gives that have an answer key (all but captions): the share of the ground
+truth's questions the gated candidate answers right. ``curve`` holds both overall, per category and per type, with ``default_threshold``
+(``QAConfig.min_confidence``'s default) marked. Thresholds below the gate the candidate run was made
+with show that gate's figures (its records hold nothing less confident); run the candidate with
+``qa: {min_confidence: 0}`` to see the whole curve. Records without a confidence (older runs)
+count as fully confident.
 
 Outputs ``label_quality.json`` (default ``RUN_CANDIDATE/eval/label_quality.json``).
 """
@@ -52,6 +62,8 @@ REGIONS_FILE = "marks/regions.json"
 MATCH_METHODS = ("greedy", "hungarian")
 #: Statuses of a candidate question (``not_scored``: captions, which have no answer key).
 STATUSES = ("agree", "disagree", "unmatched", "ambiguous", "no_reference", "not_scored")
+#: Confidence thresholds of the precision-yield curve.
+CURVE_THRESHOLDS = tuple(round(0.05 * k, 2) for k in range(21))
 
 
 @dataclass(frozen=True)
@@ -270,6 +282,7 @@ def reanswer_clip(
             "type": rec["type"],
             "category": rec["category"],
             "kind": rec["kind"],
+            "confidence": float(rec.get("confidence", 1.0)),
             "reference_values": None,
         }
         kf = int(rec["keyframe"]["frame_index"])
@@ -398,11 +411,15 @@ def _reference_group_tracks(
     ref_vis: Mapping[tuple[int, int], list[str]],
     kf: int,
 ) -> list[int]:
-    """Reference tracks a count question counts: the reference run's regions at the keyframe
-    whose class is in the record's class group (at most ``qt.n_regions``)."""
+    """Reference tracks a count question counts: the reference run's regions that some camera
+    shows at the keyframe, whose class is in the record's class group (at most ``qt.n_regions``).
+
+    ``marks/regions.json`` also lists regions seen only in other frames of the keyframe's window
+    (no camera at the keyframe); the generator never counts those, so neither does the truth.
+    """
     key = (rec.get("params") or {}).get("class_group")
     classes = next((g["classes"] for g in qt.params["groups"] if g["key"] == key), ())
-    tracks = np.array(sorted(t for f, t in ref_vis if f == kf), dtype=np.int64)
+    tracks = np.array(sorted(t for (f, t), cams in ref_vis.items() if f == kf and cams), np.int64)
     rows = reference.row_of(np.full(len(tracks), kf), tracks)
     names = np.asarray(DETECTION_CLASSES, dtype=object)[np.asarray(reference.label)[rows]]
     keep = (rows >= 0) & np.isin(names, list(classes))
@@ -448,6 +465,87 @@ def _summarize(rows: Sequence[Mapping[str, Any]], missed: Sequence[tuple[str, bo
         "missed": n_missed,
         "missed_fraction": _rate(n_missed, n_ref),
     }
+
+
+def precision_yield(
+    status: np.ndarray,
+    confidence: np.ndarray,
+    n_reference: int,
+    thresholds: Sequence[float] = CURVE_THRESHOLDS,
+) -> dict[str, list]:
+    """Agreement and yield of the questions at or above each confidence threshold.
+
+    Args:
+        status: (N,) status of each candidate question (``STATUSES``).
+        confidence: (N,) its confidence.
+        n_reference: the reference run's questions (the yield's denominator).
+        thresholds: (T,) confidence thresholds.
+
+    Returns:
+        ``thresholds``, ``questions`` (kept), ``scored`` (kept and scored), ``agree``,
+        ``agreement`` (agree / scored, None where nothing is scored) and ``yield`` (agree /
+        ``n_reference``, None without reference questions), each a list of T.
+    """
+    status = np.asarray(status, dtype=object)
+    conf = np.asarray(confidence, dtype=np.float64)
+    t = np.asarray(thresholds, dtype=np.float64)
+    kept = conf[None, :] >= t[:, None] - 1e-9  # (T, N)
+    agree = (kept & (status == "agree")[None, :]).sum(axis=1)
+    scored_mask = np.isin(status, ("agree", "disagree", "unmatched"))
+    scored = (kept & scored_mask[None, :]).sum(axis=1)
+    return {
+        "thresholds": [float(x) for x in t],
+        "questions": [int(x) for x in kept.sum(axis=1)],
+        "scored": [int(x) for x in scored],
+        "agree": [int(x) for x in agree],
+        "agreement": [_rate(int(a), int(n)) for a, n in zip(agree, scored, strict=True)],
+        "yield": [_rate(int(a), n_reference) for a in agree],
+    }
+
+
+def _curves(rows: Sequence[Mapping[str, Any]], missed: Sequence[tuple[str, str, bool]]) -> dict:
+    """``precision_yield`` overall, per category and per type."""
+
+    from autolabel.qa.sampling import DEFAULT_MIN_CONFIDENCE
+
+    thresholds = sorted({*CURVE_THRESHOLDS, DEFAULT_MIN_CONFIDENCE})
+
+    def curve(keep_row, keep_ref) -> dict[str, list]:
+        sel = [r for r in rows if keep_row(r)]
+        return precision_yield(
+            np.array([r["status"] for r in sel], dtype=object),
+            np.array([r.get("confidence", 1.0) for r in sel], dtype=np.float64),
+            sum(1 for m in missed if keep_ref(m)),
+            thresholds,
+        )
+
+    categories = sorted({r["category"] for r in rows} | {m[1] for m in missed})
+    types = sorted({r["type"] for r in rows} | {m[0] for m in missed})
+    return {
+        "default_threshold": DEFAULT_MIN_CONFIDENCE,
+        "overall": curve(lambda r: True, lambda m: True),
+        "by_category": {
+            c: curve(lambda r, c=c: r["category"] == c, lambda m, c=c: m[1] == c)
+            for c in categories
+        },
+        "by_type": {
+            t: curve(lambda r, t=t: r["type"] == t, lambda m, t=t: m[0] == t) for t in types
+        },
+    }
+
+
+def _scorable(templates: Any, type_id: str) -> bool:
+    """Whether questions of a type have an answer key (captions do not)."""
+    qt = templates.types.get(type_id)
+    return qt is None or qt.category != "caption"
+
+
+def at_threshold(curve: Mapping[str, list], threshold: float) -> dict[str, Any]:
+    """The curve's point at ``threshold`` (the nearest threshold at or below it)."""
+    t = np.asarray(curve["thresholds"], dtype=np.float64)
+    i = int(np.searchsorted(t, threshold + 1e-9) - 1)
+    i = min(max(i, 0), len(t) - 1)
+    return {k: v[i] for k, v in curve.items()}
 
 
 def _same_clip(reference_dir: Path, candidate_dir: Path) -> None:
@@ -562,6 +660,8 @@ def evaluate_label_quality(
         "by_category": by_category,
         "by_type": by_type,
         "by_clip": per_clip,
+        # Captions have no answer key: no candidate answer can agree with them.
+        "curve": _curves(rows, [m for m in missed if _scorable(templates, m[0])]),
     }
     if out_path is not False:
         path = Path(out_path) if out_path else Path(candidate_run) / "eval" / LABEL_QUALITY_FILE
@@ -576,6 +676,7 @@ def format_label_quality(result: Mapping[str, Any]) -> list[str]:
     f = format_fraction
 
     o = result["overall"]
+    curve = result.get("curve")
     lines = [
         f"clips: {len(result['clips'])}",
         f"candidate_questions: {o['candidate_questions']}",
@@ -588,6 +689,54 @@ def format_label_quality(result: Mapping[str, Any]) -> list[str]:
         f"missed: {o['missed']}",
         f"missed_fraction: {f(o['missed_fraction'])}",
     ]
+    if curve:
+        d = curve["default_threshold"]
+        p = at_threshold(curve["overall"], d)
+        lines += [
+            f"default_min_confidence: {d:g}",
+            f"agreement_at_default: {f(p['agreement'])}",
+            f"yield_at_default: {f(p['yield'])}",
+            f"questions_at_default: {p['questions']}",
+        ]
+    return lines
+
+
+def write_precision_yield_plot(result: Mapping[str, Any], path: str | Path | None = None) -> Path:
+    """The precision-yield plot as PNG beside the JSON (``<output stem>_precision_yield.png``)."""
+    from autolabel.atomic_io import atomic_write_bytes
+    from autolabel.report.plots import precision_yield_png
+
+    if path is None:
+        out = Path(result.get("output") or Path(result["candidate_run"]) / "eval" / "x.json")
+        path = out.with_name(out.stem + "_precision_yield.png")
+    return atomic_write_bytes(
+        path, precision_yield_png(result["curve"], "QA agreement against yield")
+    )
+
+
+def format_precision_yield(result: Mapping[str, Any], every: int = 2) -> list[str]:
+    """The precision-yield curve as text: per threshold (every ``every``-th, and the default),
+    overall and per category: ``agreement % / yield %``; the default's row marked ``*``."""
+    curve = result.get("curve")
+    if not curve:
+        return []
+
+    def pct(x: float | None) -> str:
+        return "    -" if x is None else f"{100 * x:5.1f}"
+
+    d = curve["default_threshold"]
+    groups = {"all": curve["overall"], **curve["by_category"]}
+    head = f"{'min conf.':>9}" + "".join(f" | {g[:22]:^22}" for g in groups)
+    sub = f"{'':>9}" + "".join(" |  n    agree%  yield% " for _ in groups)
+    lines = ["agreement and yield over confidence thresholds (* default)", head, sub]
+    for i, t in enumerate(curve["overall"]["thresholds"]):
+        is_default = abs(t - d) < 1e-9
+        if i % every and not is_default:
+            continue
+        row = f"{t:>8.2f}{'*' if is_default else ' '}"
+        for c in groups.values():
+            row += f" | {c['questions'][i]:4d}  {pct(c['agreement'][i])}  {pct(c['yield'][i])} "
+        lines.append(row)
     return lines
 
 
@@ -610,9 +759,16 @@ def label_quality_table(result: Mapping[str, Any]) -> Any:
         "ref. questions",
         "missed %",
     )
+    curve = result.get("curve")
+    if curve:
+        cols += (f"agree % at {curve['default_threshold']:g}", "yield %")
     for c in cols:
         table.add_column(c, justify="left" if c == "type" else "right")
     for t, r in result["by_type"].items():
+        extra = ()
+        if curve and t in curve["by_type"]:
+            p = at_threshold(curve["by_type"][t], curve["default_threshold"])
+            extra = (pct(p["agreement"]), pct(p["yield"]))
         table.add_row(
             t,
             str(r["candidate_questions"]),
@@ -623,5 +779,6 @@ def label_quality_table(result: Mapping[str, Any]) -> Any:
             pct(r["agreement_matched"]),
             str(r["reference_questions"]),
             pct(r["missed_fraction"]),
+            *extra,
         )
     return table

@@ -15,11 +15,23 @@ difference is a mismatch. Around that it checks:
   least ``min_mask_box_iou``, the visibility filter's IoU rule);
 - with a rig (``--rig``): each view's box matches the projection of the track's 3D box from the
   attributes into that camera (IoU at least ``min_projection_iou``), which ties a region's boxes and
-  masks to its track independently of the segmentation.
+  masks to its track independently of the segmentation;
+- with the run's own grounding (``marks/regions.json`` and ``masks/<frame>.json``, read when the
+  clip folder has them): every record's ``Region [X]`` is the region of the same track, class and
+  keyframe cameras that the Set-of-Mark images were drawn with, and every view's box and mask are
+  the ones the segment stage wrote for that track, camera and frame. Re-deriving answers from the
+  records alone cannot see ids shifted consistently through a whole record (STRIDE-QA-Dataset #4);
+  the marked images can;
+- the conventions of the attributes the answers come from, computed here independently: each
+  keyframe row's clock hour is its bearing's (12 ahead, 3 to the right), and a region that a
+  ``*_LEFT`` camera shows at the keyframe lies to the left (bearing > 0), one a ``*_RIGHT`` camera
+  shows to the right, give or take ``SIDE_MARGIN_DEG`` (a sign error in the bearing puts it on the
+  other side).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -33,6 +45,16 @@ from pycocotools import mask as mask_utils
 from autolabel.attributes import ObjectAttributes
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.qa.candidates import GROUP_SUBJECTS
+from autolabel.qa.confidence import (
+    HEADING_QUANTITIES,
+    MOTION_QUANTITIES,
+    ConfidenceModel,
+    ViewEvidence,
+    answer_margin,
+    perturbation_set,
+    rounded,
+    row_evidence,
+)
 from autolabel.qa.dynamic import COLOUR_QUANTITIES
 from autolabel.qa.generate import QA_FILE, content_of
 from autolabel.qa.quantities import ROLES, QuantityInput
@@ -51,12 +73,84 @@ from autolabel.sensors import CAMERA_CHANNELS, CameraCalibration
 from calib.projection import box_iou_2d
 
 ATTRIBUTES_FILE = "attributes.parquet"
+#: The clip's camera views with their visibility decision, mask score and LiDAR points.
+VISIBILITY_FILE = "visibility.parquet"
 _REQUIRED = (
     "id", "group_id", "clip", "keyframe", "cameras", "question", "answer", "answer_values",
     "category", "kind", "type", "template_id", "template_variant", "params", "regions",
 )  # fmt: skip
 #: Absolute tolerance of stored numbers (they are rounded to 3 decimals).
 VALUE_TOLERANCE = 2e-3
+#: Written by the marks stage: region id -> track per QA keyframe (``autolabel.stages``).
+REGIONS_FILE = "marks/regions.json"
+#: Written by the segment stage, one per keyframe: every view's box and mask.
+MASKS_DIR = "masks"
+#: A region a side camera shows may lie this far (degrees) across the ego's x axis: a long, near
+#: object is seen by the front-left camera while its centre is just right of straight ahead.
+SIDE_MARGIN_DEG = 30.0
+#: Boxes in the masks files and in the records are rounded to 0.01 px.
+BOX_TOLERANCE_PX = 0.011
+
+
+@dataclass(frozen=True)
+class ClipGrounding:
+    """What the marks and segment stages wrote for one clip, read independently of ``qa.jsonl``.
+
+    Attributes:
+        regions: (keyframe, region id) -> (track id, class, cameras showing it at the keyframe),
+            from ``marks/regions.json``.
+        keyframes: the QA keyframes of ``marks/regions.json``.
+        views: (frame index, camera, track id) -> (box_px [u_min, v_min, u_max, v_max], mask RLE
+            as canonical JSON), from ``masks/<frame>.json``.
+        clip_dir: the clip folder (for messages).
+    """
+
+    regions: dict[tuple[int, int], tuple[int, str, tuple[str, ...]]]
+    keyframes: frozenset[int]
+    views: dict[tuple[int, str, int], tuple[tuple[float, ...], str]]
+    clip_dir: Path
+
+
+def load_clip_grounding(clip_dir: str | Path) -> ClipGrounding | None:
+    """The clip's ``marks/regions.json`` and ``masks/*.json``; None when it has no marks file.
+
+    Raises:
+        ValueError: a file is not valid JSON or lacks a field (the message names the file).
+    """
+    clip_dir = Path(clip_dir)
+    path = clip_dir / REGIONS_FILE
+    if not path.is_file():
+        return None
+    regions: dict[tuple[int, int], tuple[int, str, tuple[str, ...]]] = {}
+    keyframes = set()
+    views: dict[tuple[int, str, int], tuple[tuple[float, ...], str]] = {}
+    try:
+        for kf in json.loads(path.read_text(encoding="utf-8"))["keyframes"]:
+            k = int(kf["frame_index"])
+            keyframes.add(k)
+            for r in kf["regions"]:
+                regions[(k, int(r["region_id"]))] = (
+                    int(r["track_id"]),
+                    str(r["class"]),
+                    tuple(sorted(r["cameras_at_keyframe"])),
+                )
+        for path in sorted((clip_dir / MASKS_DIR).glob("*.json")):
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            f = int(doc["frame_index"])
+            for o in doc["objects"]:
+                views[(f, str(o["camera"]), int(o["track_id"]))] = (
+                    tuple(float(x) for x in o["box_px"]),
+                    json.dumps(o["mask_rle"], sort_keys=True),
+                )
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: not a valid {path.parent.name} file ({e!r})") from None
+    return ClipGrounding(regions, frozenset(keyframes), views, clip_dir)
+
+
+def clock_hours_of(bearing_deg: np.ndarray) -> np.ndarray:
+    """Clock direction of bearings as a continuous hour in [0, 12) (0 is 12 o'clock): DESIGN.md,
+    12 straight ahead, 3 o'clock to the right (bearing -90), 9 to the left (+90)."""
+    return np.mod(-np.asarray(bearing_deg, dtype=np.float64) / 30.0, 12.0)
 
 
 @dataclass(frozen=True)
@@ -78,6 +172,8 @@ class CheckReport:
 
     records: dict[str, int] = field(default_factory=dict)
     mismatches: list[Mismatch] = field(default_factory=list)
+    #: Clips checked against their own ``marks/regions.json`` and ``masks/`` too.
+    grounded: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -122,8 +218,15 @@ class _ClipChecker:
         min_mask_box_iou: float,
         min_projection_iou: float,
         images_root: str | Path | None = None,
+        views: ViewEvidence | None = None,
+        confidence: ConfidenceModel | None = None,
+        grounding: ClipGrounding | None = None,
     ) -> None:
         self.records, self.attrs, self.templates, self.clip = records, attrs, templates, clip
+        self.model = confidence or ConfidenceModel()
+        self.evidence = row_evidence(attrs, views, self.model)
+        self._perturbed: list[ObjectAttributes] | None = None
+        self.grounding = grounding
         self.images_root = None if images_root is None else Path(images_root)
         self.cameras = {c.channel: c for c in cameras} if cameras else None
         self.min_mask_box_iou, self.min_projection_iou = min_mask_box_iou, min_projection_iou
@@ -381,7 +484,10 @@ class _ClipChecker:
                 else:
                     group = [g for g in qt.params["groups"] if g["key"] == params["class_group"]]
                     classes = set(group[0]["classes"])
-                    belongs = {r for r, (cls, _, _) in known[kf].items() if cls in classes}
+                    # A count is of the objects the cameras show at the keyframe.
+                    belongs = {
+                        r for r, (cls, cams, _) in known[kf].items() if cls in classes and cams
+                    }
                     what = f"of the group {params['class_group']}"
             except (KeyError, TypeError, ValueError, IndexError):
                 continue
@@ -449,6 +555,108 @@ class _ClipChecker:
                     f"regions[{j}].colour_lab",
                     f"record says {stored!r}, the image under its mask gives {got!r}",
                 )
+
+    def _grounded(self, rec: Mapping[str, Any]) -> None:
+        """The record's regions and views against the marks and masks files of the run."""
+        g = self.grounding
+        kf = rec["keyframe"]["frame_index"]
+        marks = f"{g.clip_dir.name}/{REGIONS_FILE}"
+        if kf not in g.keyframes:
+            self.bad(rec, "keyframe", f"keyframe {kf} has no entry in {marks}")
+            return
+        for i, reg in enumerate(rec["regions"]):
+            where = f"regions[{i}]"
+            rid, tid = reg["region_id"], reg["track_id"]
+            try:
+                marked = g.regions.get((int(kf), int(rid)))
+            except (TypeError, ValueError):
+                marked = None
+            if marked is None:
+                self.bad(rec, where, f"Region [{rid}] is not a region of keyframe {kf} in {marks}")
+                continue
+            m_track, m_class, m_cams = marked
+            if m_track != tid:
+                self.bad(
+                    rec,
+                    f"{where}.track_id",
+                    f"Region [{rid}] at keyframe {kf} is track {m_track} in {marks} (the marked "
+                    f"images) but track {tid} in the record",
+                )
+                continue
+            if m_class != reg.get("class"):
+                self.bad(
+                    rec, f"{where}.class", f"Region [{rid}] is a {m_class} in {marks}, not a "
+                    f"{reg.get('class')}"
+                )  # fmt: skip
+            cams = reg.get("cameras_visible")
+            if isinstance(cams, list) and tuple(sorted(cams)) != m_cams:
+                self.bad(
+                    rec,
+                    f"{where}.cameras_visible",
+                    f"Region [{rid}] is shown by {list(m_cams)} at keyframe {kf} in {marks}, "
+                    f"the record says {cams}",
+                )
+            for j, v in enumerate(reg.get("views", [])):
+                if not isinstance(v, Mapping):
+                    continue
+                key = (v.get("frame_index"), v.get("camera"), tid)
+                written = g.views.get(key)
+                masks = f"{g.clip_dir.name}/{MASKS_DIR}/{v.get('frame_index')!s:0>3}.json"
+                if written is None:
+                    self.bad(
+                        rec,
+                        f"{where}.views[{j}]",
+                        f"{masks} has no view of track {tid} in {v.get('camera')}",
+                    )
+                    continue
+                box, rle = written
+                try:
+                    same_box = np.allclose(box, v["box_px"], rtol=0, atol=BOX_TOLERANCE_PX)
+                except (KeyError, TypeError, ValueError):
+                    same_box = False
+                if not same_box or rle != json.dumps(v.get("mask_rle"), sort_keys=True):
+                    self.bad(
+                        rec,
+                        f"{where}.views[{j}]",
+                        f"Region [{rid}] {v.get('camera')}: box or mask is not track {tid}'s in "
+                        f"{masks}",
+                    )
+
+    def _conventions(self, checked: list[tuple[Mapping[str, Any], np.ndarray]]) -> None:
+        """Clock and bearing of every keyframe row the records use, against DESIGN.md's
+        conventions and the side of the cameras that show the region."""
+        if not checked:
+            return
+        rows = np.concatenate([r for _, r in checked])
+        owner = np.concatenate([np.full(len(r), i) for i, (_, r) in enumerate(checked)])
+        region = np.concatenate([np.arange(len(r)) for _, r in checked])
+        bearing = np.asarray(self.attrs.bearing_deg, dtype=np.float64)[rows]
+        clock = np.asarray(self.attrs.clock, dtype=np.int64)[rows]
+        hours = clock_hours_of(bearing)
+        off = np.abs(np.mod(np.mod(clock, 12) - hours + 6.0, 12.0) - 6.0)
+        for k in np.flatnonzero(off > 0.5 + 1e-6):
+            rec = checked[owner[k]][0]
+            self.bad(
+                rec,
+                f"regions[{region[k]}]",
+                f"track {rec['regions'][region[k]]['track_id']}: clock {clock[k]} in the attributes "
+                f"but bearing {bearing[k]:.1f} deg is {hours[k] or 12:.1f} o'clock",
+            )
+        for k in range(len(rows)):
+            rec = checked[owner[k]][0]
+            reg = rec["regions"][region[k]]
+            for cam in reg.get("cameras_visible", []) or []:
+                side = 1.0 if "LEFT" in str(cam) else -1.0 if "RIGHT" in str(cam) else 0.0
+                if side == 0.0:
+                    continue
+                across = -side * bearing[k]  # > 0: on the other side of the ego's x axis
+                if across > SIDE_MARGIN_DEG and abs(bearing[k]) < 180.0 - SIDE_MARGIN_DEG:
+                    self.bad(
+                        rec,
+                        f"regions[{region[k]}]",
+                        f"Region [{reg['region_id']}] is shown by {cam} at the keyframe but its "
+                        f"bearing is {bearing[k]:.1f} deg (positive is to the left)",
+                    )
 
     # ---------------------------------------------------------------- answers
     def _answers(self, qt: QuestionType, batch: list[tuple[Mapping[str, Any], np.ndarray]]) -> None:
@@ -536,6 +744,7 @@ class _ClipChecker:
             for rec, _ in batch:
                 self.bad(rec, "type", f"cannot re-derive {qt.id}: {e}")
             return
+        self._confidence(qt, batch, q, res, usable)
         vocab = self.templates.vocabulary
         for i, (rec, r) in enumerate(batch):
             if not usable[i]:
@@ -563,6 +772,45 @@ class _ClipChecker:
                 option_text=option_text,
             )
             self._compare(qt, rec, content, vocab)
+
+    def _confidence(self, qt: QuestionType, batch, q: QuantityInput, res, usable) -> None:
+        """Re-derive each record's region evidence (the parts the attributes and, when given, the
+        views can tell), its answer margin and the confidence, the minimum of all of them."""
+        if self._perturbed is None:
+            self._perturbed = perturbation_set(self.attrs, self.model, self.clip)
+        margin = answer_margin(
+            qt,
+            res,
+            lambda attrs: dataclasses.replace(q, attrs=attrs, cache={}),
+            self._perturbed,
+            self.model,
+        )
+        name = qt.quantity.name
+        _, parts = self.evidence.of(q.rows, name in MOTION_QUANTITIES, name in HEADING_QUANTITIES)
+        for i, (rec, _) in enumerate(batch):
+            if not usable[i]:
+                continue
+            stored = rec.get("confidence")
+            if not isinstance(stored, (int, float)) or not 0.0 <= stored <= 1.0:
+                self.bad(rec, "confidence", f"expected a number in [0, 1], got {stored!r}")
+                continue
+            lowest = float(rounded(margin[i]))
+            if not _close(rec.get("answer_margin"), lowest):
+                self.bad(rec, "answer_margin", f"{rec.get('answer_margin')!r} != {lowest}")
+            for j, reg in enumerate(rec["regions"]):
+                evidence = reg.get("evidence")
+                if not isinstance(evidence, Mapping):
+                    self.bad(rec, f"regions[{j}].evidence", "missing")
+                    continue
+                for name, value in evidence.items():
+                    if name in parts:
+                        want = float(rounded(parts[name][i, j]))
+                        if not _close(value, want):
+                            self.bad(rec, f"regions[{j}].evidence.{name}", f"{value!r} != {want}")
+                    if isinstance(value, (int, float)):
+                        lowest = min(lowest, float(value))
+            if not _close(stored, lowest):
+                self.bad(rec, "confidence", f"{stored!r} is not the weakest part {lowest}")
 
     def _choices(self, qt: QuestionType, rec: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
         options = rec.get("choices")
@@ -696,6 +944,7 @@ class _ClipChecker:
     def run(self) -> list[Mismatch]:
         self._lookup_rows()
         batches: dict[str, list[tuple[Mapping[str, Any], np.ndarray]]] = defaultdict(list)
+        checked: list[tuple[Mapping[str, Any], np.ndarray]] = []
         for rec in self.records:
             if not isinstance(rec, Mapping):
                 self.bad(None, "record", "not a JSON object")
@@ -705,9 +954,13 @@ class _ClipChecker:
                 continue
             qt, rows = got
             self._views(rec, rows)
+            if self.grounding is not None:
+                self._grounded(rec)
+            checked.append((rec, rows))
             batches[qt.id].append((rec, rows))
         if self.cameras is not None:
             self._projections()
+        self._conventions(checked)
         self._cross_record()
         self._completeness()
         if self.images_root is not None:
@@ -734,6 +987,9 @@ def check_clip_qa(
     min_mask_box_iou: float = 0.3,
     min_projection_iou: float = 0.5,
     images_root: str | Path | None = None,
+    views: ViewEvidence | None = None,
+    confidence: ConfidenceModel | None = None,
+    grounding: ClipGrounding | None = None,
 ) -> list[Mismatch]:
     """Every mismatch between one clip's QA records and its attributes (empty when consistent).
 
@@ -749,6 +1005,12 @@ def check_clip_qa(
         images_root: the dataset root the records' image paths are relative to; with it, every
             measured colour an answer names is re-measured from the image under the record's
             mask (without it the colour word is re-derived from the stored L*a*b* colour).
+        views: the clip's camera views (``visibility.parquet``): with them the LiDAR and mask
+            parts of each region's evidence are re-derived too (without, they are taken as stored
+            and only their place in the confidence is checked).
+        confidence: the confidence model the records were made with (the default when None).
+        grounding: the run's marks and masks of the clip (:func:`load_clip_grounding`); with
+            it every region and view must be the one the marked images and masks files show.
     """
     return _ClipChecker(
         records,
@@ -759,7 +1021,23 @@ def check_clip_qa(
         min_mask_box_iou,
         min_projection_iou,
         images_root,
+        views,
+        confidence,
+        grounding,
     ).run()
+
+
+def _manifest_confidence_model(path: Path) -> ConfidenceModel | None:
+    """The ``qa.confidence`` model a run's manifest records (None: no manifest or none named)."""
+    if not path.is_file():
+        return None
+    from autolabel.config import dataclass_from_mapping
+
+    manifest = json.loads(path.read_text())
+    model = ((manifest.get("config") or {}).get("qa") or {}).get("confidence")
+    if not isinstance(model, Mapping):
+        return None
+    return dataclass_from_mapping(ConfidenceModel, model, where=f"{path}: config.qa.confidence")
 
 
 def check_qa_run(
@@ -769,7 +1047,10 @@ def check_qa_run(
     images_root: str | Path | None = None,
 ) -> CheckReport:
     """Check every ``RUN/<clip>/qa.jsonl`` against ``RUN/<clip>/attributes.parquet``
-    (``images_root``: re-measure colours from the images, see :func:`check_clip_qa`).
+    (``images_root``: re-measure colours from the images, see :func:`check_clip_qa`), each
+    record's confidence against ``visibility.parquet`` where the clip has one, with the confidence
+    model of the clip's ``manifest.json`` (the default where it names none), and, where the clip
+    has them, its regions against ``marks/regions.json`` and ``masks/``.
 
     Raises:
         FileNotFoundError: ``run_dir`` has no clip with a ``qa.jsonl``.
@@ -783,15 +1064,29 @@ def check_qa_run(
     for qa_path in files:
         clip = qa_path.parent.name
         attrs_path = qa_path.parent / ATTRIBUTES_FILE
+        views_path = qa_path.parent / VISIBILITY_FILE
         try:
             records = read_qa_jsonl(qa_path)
             attrs = ObjectAttributes.read_parquet(attrs_path)
-        except (OSError, ValueError) as e:
+            views = ViewEvidence.read_parquet(views_path) if views_path.is_file() else None
+            model = _manifest_confidence_model(qa_path.parent / "manifest.json")
+            grounding = load_clip_grounding(qa_path.parent)
+        except (OSError, ValueError, KeyError) as e:
             report.records[clip] = 0
             report.mismatches.append(Mismatch(clip, "-", "file", str(e)))
             continue
         report.records[clip] = len(records)
+        if grounding is not None:
+            report.grounded.append(clip)
         report.mismatches += check_clip_qa(
-            records, attrs, clip, templates, cameras, images_root=images_root
+            records,
+            attrs,
+            clip,
+            templates,
+            cameras,
+            images_root=images_root,
+            views=views,
+            confidence=model,
+            grounding=grounding,
         )
     return report

@@ -564,6 +564,10 @@ CAPTION_DEFAULTS: dict[str, Any] = {
     "behind_min_deg": 160.0,
     **PATH_DEFAULTS,
     **MOTION_STATE_DEFAULTS,
+    # The turn and lane-change rules gate on the path speed of ``turn_direction`` /
+    # ``lane_change`` (PATH_DEFAULTS, 2 m/s), not on the motion state's 1 m/s: both set
+    # ``moving_min_mps``, so the path gate has its own key here.
+    "path_moving_min_mps": PATH_DEFAULTS["moving_min_mps"],
     "accel_min_mps2": 0.5,
     "steady_max_mps2": 0.2,
     "turn_min_deg": 20.0,
@@ -577,6 +581,8 @@ CAPTION_DEFAULTS: dict[str, Any] = {
 def _check_caption(p: Mapping[str, Any]) -> None:
     _check_window(p)
     _check_motion_state(p)
+    if not p["path_moving_min_mps"] > 0:
+        raise ValueError(f"path_moving_min_mps: must be > 0, got {p['path_moving_min_mps']!r}")
     if (
         not 0
         < p["ahead_max_deg"]
@@ -633,10 +639,11 @@ def action_keys(
         )
     pos = motion.clip_positions(attrs, win)
     span = max(1, int(round(p["heading_span_s"] / motion.WINDOW_STEP_S)))
-    min_travel = p["moving_min_mps"] * span * motion.WINDOW_STEP_S
+    path_min_mps = p["path_moving_min_mps"]
+    min_travel = path_min_mps * span * motion.WINDOW_STEP_S
     h0, _, dpsi = motion.travel_headings(pos, min(span, len(win.offset_s) - 1), min_travel)
     with np.errstate(invalid="ignore"):
-        moving = win.complete & np.all(speed >= p["moving_min_mps"], axis=1) & np.isfinite(dpsi)
+        moving = win.complete & np.all(speed >= path_min_mps, axis=1) & np.isfinite(dpsi)
     shift, drift = motion.lateral_shift(pos, h0, dpsi)
     lane, lane_ok = motion.lane_change(
         shift, drift, dpsi, p["change_min_m"], p["keep_max_m"], p["heading_max_deg"]

@@ -21,6 +21,15 @@ from autolabel.attributes import ObjectAttributes
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.qa.appearance import RegionColours, best_view_colour
 from autolabel.qa.candidates import GROUP_SUBJECTS, Candidates, ClipRegions, enumerate_candidates
+from autolabel.qa.confidence import (
+    HEADING_QUANTITIES,
+    MOTION_QUANTITIES,
+    ViewEvidence,
+    answer_margin,
+    perturbation_set,
+    rounded,
+    row_evidence,
+)
 from autolabel.qa.dynamic import COLOUR_QUANTITIES
 from autolabel.qa.grounding import ClipQAMeta, KeyframeRegions
 from autolabel.qa.quantities import ROLES, QuantityInput, QuantityResult
@@ -193,8 +202,13 @@ class _ClipGenerator:
         config: QAConfig,
         templates: TemplateSet,
         colours: RegionColours | None = None,
+        views: ViewEvidence | None = None,
     ) -> None:
         self.attrs, self.meta, self.config, self.templates = attrs, meta, config, templates
+        self.evidence = row_evidence(attrs, views, config.confidence)
+        self._perturbed: list[ObjectAttributes] | None = None
+        # Per type: (N,) confidence, (N,) answer margin (NaN: not needed), (N, k) region parts.
+        self.confidence: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
         self.windows: KeyframeWindows = deduplicate_keyframes(
             select_keyframes(meta.frame_time_s, config), meta.ego_pose, config
         )
@@ -243,8 +257,45 @@ class _ClipGenerator:
                 lab = self._candidate_colours(qt, cands)
                 self._colours[qt.id] = lab
             q = quantity_input(self.attrs, self.table, cands, qt.params, cache, lab)
-            out[qt.id] = (cands, qt.quantity(q))
+            res = qt.quantity(q)
+            out[qt.id] = (cands, res)
+            self.confidence[qt.id] = self._confidence(qt, cands, res, lab)
         return out
+
+    def perturbed(self) -> list[ObjectAttributes]:
+        """The clip's perturbed attributes (built once, on first use)."""
+        if self._perturbed is None:
+            self._perturbed = perturbation_set(self.attrs, self.config.confidence, self.meta.clip)
+        return self._perturbed
+
+    def _confidence(
+        self, qt: QuestionType, cands: Candidates, res: QuantityResult, lab: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Confidence of every candidate of a type: the weakest of its regions' evidence and,
+        for the valid candidates whose evidence reaches ``min_confidence``, its answer margin."""
+        present = cands.regions >= 0
+        rows = np.where(present, self.table.attr_row[np.maximum(cands.regions, 0)], -1)
+        name = qt.quantity.name
+        subject, parts = self.evidence.of(
+            rows, name in MOTION_QUANTITIES, name in HEADING_QUANTITIES
+        )
+        conf = subject.min(axis=1) if rows.shape[1] else np.ones(len(cands))
+        margin = np.full(len(cands), np.nan)
+        need = np.flatnonzero(res.valid & (conf >= self.config.min_confidence))
+        if len(need):
+            sub = cands.subset(need)
+            sub_lab = None if lab is None else lab[need]
+
+            def make_input(attrs: ObjectAttributes) -> QuantityInput:
+                return quantity_input(attrs, self.table, sub, qt.params, {}, sub_lab)
+
+            base = qt.quantity(make_input(self.attrs))
+            margin[need] = answer_margin(
+                qt, base, make_input, self.perturbed(), self.config.confidence
+            )
+            conf = conf.copy()
+            conf[need] = np.minimum(conf[need], margin[need])
+        return conf, margin, parts
 
     def _candidate_colours(self, qt: QuestionType, cands: Candidates) -> np.ndarray:
         """(N, k, 3) colour of each candidate's regions: the view with the most mask pixels
@@ -290,7 +341,8 @@ class _ClipGenerator:
 
     def _single(self, qt, computed, kpos, rng, seq) -> list[dict[str, Any]]:
         cands, res = computed
-        idx = np.flatnonzero((cands.keyframe_pos == kpos) & res.valid)
+        confident = self.confidence[qt.id][0] >= self.config.min_confidence
+        idx = np.flatnonzero((cands.keyframe_pos == kpos) & res.valid & confident)
         if res.outcome is not None:
             outcomes = res.outcome[idx]
         elif res.balance is not None:
@@ -315,6 +367,8 @@ class _ClipGenerator:
         ok = np.ones(len(cands) // max(n_h, 1), dtype=bool)
         for qt in qts:
             ok &= computed[qt.id][1].valid.reshape(-1, n_h).all(axis=1)
+            confident = self.confidence[qt.id][0] >= self.config.min_confidence
+            ok &= confident.reshape(-1, n_h).all(axis=1)
         region_rows = cands.regions[::n_h, 0] if n_h else np.zeros(0, np.int64)
         idx = np.flatnonzero(ok & (self.table.keyframe_pos[region_rows] == kpos))
         classes = self.table.label[region_rows[idx]]
@@ -410,6 +464,7 @@ class _ClipGenerator:
             frames = context + (future if self.config.grounding_frames == "context+future" else [])
         frame_set = set(frames)
         colours = self._colours.get(qt.id)
+        conf, margin, parts = self.confidence[qt.id]
         regions = []
         for j, (role, g) in enumerate(zip(ROLES, cands.regions[i], strict=False)):
             if g < 0:
@@ -430,6 +485,7 @@ class _ClipGenerator:
             }
             if colours is not None:
                 entry["colour_lab"] = stored_lab(colours[i, j])
+            entry["evidence"] = {name: float(rounded(p[i, j])) for name, p in parts.items()}
             regions.append(entry)
         rec_id = f"{self.meta.clip}-k{kf:03d}-{seq[0]:04d}"
         seq[0] += 1
@@ -464,6 +520,8 @@ class _ClipGenerator:
             "template_variant": variant,
             "params": params,
             "regions": regions,
+            "confidence": float(rounded(conf[i])),
+            "answer_margin": float(rounded(margin[i])),
         }
 
 
@@ -513,6 +571,7 @@ def generate_clip_qa(
     config: QAConfig | None = None,
     templates: TemplateSet | None = None,
     colours: RegionColours | None = None,
+    views: ViewEvidence | None = None,
 ) -> list[dict[str, Any]]:
     """QA records of one clip (schema: :mod:`autolabel.qa.records`).
 
@@ -526,9 +585,12 @@ def generate_clip_qa(
         colours: measured colours of the keyframe views
             (:func:`autolabel.qa.appearance.measure_region_colours`); without them no colour is
             named (colour questions are not asked, captions leave the colour out).
+        views: what the camera views say about each object (mask scores, LiDAR points), the
+            image part of each question's confidence; without them confidence rests on the
+            attributes and the answer's margin alone.
     """
     return _ClipGenerator(
-        attrs, regions, meta, config or QAConfig(), templates or load_templates(), colours
+        attrs, regions, meta, config or QAConfig(), templates or load_templates(), colours, views
     ).run()
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autolabel.attributes import ObjectAttributes
+from calib import stable_math
 
 #: Sampling step of the windows, seconds (the 2 Hz keyframes).
 WINDOW_STEP_S = 0.5
@@ -223,8 +224,8 @@ def travel_headings(
     d1 = p[:, -1] - p[:, -1 - span]
     ok0 = np.hypot(d0[:, 0], d0[:, 1]) >= min_travel_m
     ok1 = np.hypot(d1[:, 0], d1[:, 1]) >= min_travel_m
-    h0 = np.where(ok0, np.degrees(np.arctan2(d0[:, 1], d0[:, 0])), np.nan)
-    h1 = np.where(ok1, np.degrees(np.arctan2(d1[:, 1], d1[:, 0])), np.nan)
+    h0 = np.where(ok0, np.degrees(stable_math.arctan2(d0[:, 1], d0[:, 0])), np.nan)
+    h1 = np.where(ok1, np.degrees(stable_math.arctan2(d1[:, 1], d1[:, 0])), np.nan)
     return h0, h1, _wrap_deg(h1 - h0)
 
 

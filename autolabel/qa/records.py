@@ -32,6 +32,9 @@ One record per line of ``<clip>/qa.jsonl``, canonical JSON (sorted keys, no NaN)
   cameras and its context (and future) frames (the keyframe only for ``views: keyframe`` types);
   ``colour_lab`` ([L, a, b] measured under the mask, or null) where the answer names a colour.
   Types over a set of regions (a count, a scene description) list every region of the set.
+- ``confidence`` in [0, 1]: the weakest of ``answer_margin`` (the answer's margin to its nearest
+  decision boundary) and every region's ``evidence`` parts (track, score, lidar, mask, class,
+  velocity); see :mod:`autolabel.qa.confidence`.
 - Descriptive answers also store their facet keys (``colour``, ``position``, ``action``) and, for
   a set of regions, ``items``: per region ``{region_id, <facet>: key, <value>: number}``.
 

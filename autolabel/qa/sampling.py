@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autolabel.qa.confidence import ConfidenceModel
+from calib import stable_math
+
+#: ``QAConfig.min_confidence`` by default: chosen on synthetic validation seeds (never on the
+#: real clips that are the test); see ``bench/bench_label_quality.py``.
+DEFAULT_MIN_CONFIDENCE = 0.6
+
 
 @dataclass
 class QAConfig:
@@ -50,6 +57,10 @@ class QAConfig:
             without them nothing is skipped. Labels (boxes, tracks, attributes) are never
             de-duplicated: this setting is QA's only.
         dedup_min_translation_m, dedup_min_rotation_deg: the thresholds, metres and degrees.
+        min_confidence: only questions whose confidence (``autolabel.qa.confidence``: the
+            weakest of its subjects' evidence and its answer's margin) is at least this are
+            emitted; 0 emits every answerable question (each still carries its confidence).
+        confidence: how evidence becomes confidence (``ConfidenceModel``).
     """
 
     seed: int = 0
@@ -67,8 +78,19 @@ class QAConfig:
     dedup_keyframes: bool = True
     dedup_min_translation_m: float = 1.0
     dedup_min_rotation_deg: float = 10.0
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE
+    confidence: ConfidenceModel = field(default_factory=ConfidenceModel)
 
     def __post_init__(self) -> None:
+        m = self.min_confidence
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0.0 <= m <= 1.0:
+            raise ValueError(f"min_confidence: must be a number in [0, 1], got {m!r}")
+        self.min_confidence = float(m)
+        if isinstance(self.confidence, dict):
+            try:
+                self.confidence = ConfidenceModel(**self.confidence)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"confidence: {e}") from None
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed: must be an integer >= 0, got {self.seed!r}")
         if not self.keyframe_step_s > 0:
@@ -187,7 +209,7 @@ def pose_novel_keyframes(
         if last is not None:
             moved = float(np.linalg.norm(pose[:3, 3] - last[:3, 3]))
             cos = (np.trace(last[:3, :3].T @ pose[:3, :3]) - 1.0) / 2.0
-            turned = float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
+            turned = float(np.degrees(stable_math.arccos(np.clip(cos, -1.0, 1.0))))
             if moved < min_translation_m and turned < min_rotation_deg:
                 continue
         keep[i] = True

@@ -22,6 +22,7 @@ from autolabel.qa.appearance import RegionColours
 from autolabel.qa.grounding import ClipQAMeta, KeyframeRegions
 from autolabel.qa.projected_grounding import regions_from_projection
 from autolabel.qa.sampling import QAConfig, select_keyframes
+from calib import stable_math
 from calib.rig import Rig, load_rig
 from calib.se3 import SE3
 
@@ -94,7 +95,7 @@ def global_boxes_per_frame(
     first = np.zeros(n, int) if first_frame is None else np.asarray(first_frame)
     last = np.full(n, len(time_s) - 1) if last_frame is None else np.asarray(last_frame)
     speed = np.hypot(velocity_mps[:, 0], velocity_mps[:, 1])
-    yaw = np.where(speed > 0, np.arctan2(velocity_mps[:, 1], velocity_mps[:, 0]), 0.0)
+    yaw = np.where(speed > 0, stable_math.arctan2(velocity_mps[:, 1], velocity_mps[:, 0]), 0.0)
     out = []
     for f, t in enumerate(time_s):
         alive = (first <= f) & (f <= last)

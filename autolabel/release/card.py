@@ -33,6 +33,7 @@ FEATURES: tuple[tuple[str, Any], ...] = (
     ("choices", "string"),
     ("regions", "string"),
     ("params", "string"),
+    ("confidence", "float64"),
 )
 
 _FIELD_DOCS = {
@@ -55,6 +56,9 @@ _FIELD_DOCS = {
     "image_cameras": "camera of each image",
     "image_time_offsets_s": "time of each image relative to the keyframe, seconds",
     "answer_values": "structured answer, JSON (units in key names: _m, _deg, _mps)",
+    "confidence": "how sure the answer is, 0..1: the weakest of its objects' evidence (track, "
+    "detection score, LiDAR returns, mask, class stability, velocity) and its margin to the "
+    "nearest decision boundary; only questions at or above the run's min_confidence are here",
     "choices": "multiple-choice options, JSON, else null",
     "regions": "regions in role order, JSON: region id, class, per image view the box "
     "[u_min, v_min, u_max, v_max] in pixels and a COCO RLE mask",

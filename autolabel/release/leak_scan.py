@@ -2,15 +2,18 @@
 
 What counts as a leak:
 
-- ``token``: 32 lower-case hex digits (the shape of every nuScenes token);
-- ``log_name``: a date-time stamp as in log names (``2018-07-24-11-22-45``) or an ISO date-time;
-- ``timestamp``: an integer that reads as epoch microseconds (16 digits, 2001 - 2096), or any
-  number >= 1e9 under a key that names a time;
+- ``token``: 32 hex digits in either case (the shape of every nuScenes token), also written as a
+  dashed UUID (8-4-4-4-12);
+- ``log_name``: a date-time stamp as in log names (``2018-07-24-11-22-45``), with any of ``-``,
+  ``_``, ``.``, ``:``, ``T`` or spaces between its parts, or an ISO date-time;
+- ``timestamp``: a number that reads as an epoch time in seconds, milliseconds or microseconds
+  (2001 - 2096; in text: 10 digits with or without a fraction, 13 or 16 digits), or any number
+  >= 1e9 under a key that names a time;
 - ``forbidden_key``: a key or column named like a token, timestamp, log, pose, GPS or location
   field (``sample_token``, ``timestamp``, ``log_name``, ``ego_pose``, ``translation``,
   ``latitude`` ...);
 - ``known_value``: any of the caller's forbidden strings (the run's clip names, tokens, log names,
-  image file names, dataroot);
+  image file names, dataroot), in any letter case;
 - ``exif`` / ``image_metadata``: EXIF, XMP or comment segments in a JPEG, text / time / EXIF chunks
   in a PNG;
 - ``tar_header``: a tar member with a modification time, owner or group.
@@ -33,12 +36,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TOKEN_RE = re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{32}(?![0-9a-fA-F])")
-LOG_STAMP_RE = re.compile(
-    r"(?<!\d)(?:\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)"
+TOKEN_RE = re.compile(
+    r"(?<![0-9a-fA-F-])(?:[0-9a-fA-F]{32}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
+    r"(?![0-9a-fA-F])"
 )
-# Not inside a longer alphanumeric run (hex digests), but after "_" as in nuScenes file names.
-EPOCH_US_RE = re.compile(r"(?<![0-9A-Za-z.])[1-3][0-9]{15}(?![0-9A-Za-z])")
+_SEP = r"[-_.: T/]"
+LOG_STAMP_RE = re.compile(
+    rf"(?<!\d)(?:\d{{4}}{_SEP}\d{{2}}{_SEP}\d{{2}}{_SEP}+\d{{2}}{_SEP}\d{{2}}(?:{_SEP}\d{{2}})?)(?!\d)"
+)
+# Not inside a longer alphanumeric run (hex digests), but after "_" as in nuScenes file names:
+# epoch microseconds (16 digits), milliseconds (13) and seconds (10, maybe with a fraction).
+EPOCH_US_RE = re.compile(
+    r"(?<![0-9A-Za-z.])(?:[1-3][0-9]{15}|[1-3][0-9]{12}|(?:9[7-9][0-9]|[1-3][0-9]{2})[0-9]{7}"
+    r"(?:\.[0-9]+)?)(?![0-9A-Za-z])"
+)
+#: Epoch times 2001-01-01 .. 2096 in seconds, milliseconds and microseconds.
+_EPOCH_RANGES = ((978_307_200, 4e9), (978_307_200e3, 4e12), (978_307_200e6, 4e15))
 FORBIDDEN_KEYS = frozenset(
     {
         "token", "sample_token", "scene_token", "sample_data_token", "instance_token",
@@ -82,7 +95,9 @@ class ReleaseLeakError(RuntimeError):
 class _Scanner:
     def __init__(self, forbidden_values: Iterable[str]) -> None:
         values = sorted({v for v in forbidden_values if v and len(v) >= 4}, key=len, reverse=True)
-        self._known = re.compile("|".join(re.escape(v) for v in values)) if values else None
+        self._known = (
+            re.compile("|".join(re.escape(v) for v in values), re.IGNORECASE) if values else None
+        )
         self.leaks: list[Leak] = []
 
     def _add(self, path: str, where: str, kind: str, excerpt: str) -> None:
@@ -122,6 +137,8 @@ class _Scanner:
                 self.text(path, where, value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             if abs(value) >= 1e15 and float(value).is_integer():
+                self._add(path, where, "timestamp", repr(value))
+            elif any(lo <= abs(value) < hi for lo, hi in _EPOCH_RANGES):
                 self._add(path, where, "timestamp", repr(value))
             elif key and _TIME_KEY_RE.search(key) and abs(value) >= 1e9:
                 self._add(path, where, "timestamp", f"{key}={value!r}")

@@ -130,6 +130,7 @@ def release_row(
         "choices": None if record.get("choices") is None else canonical_json(record["choices"]),
         "regions": canonical_json(_clean_regions(record.get("regions", []), frame_time)),
         "params": canonical_json(params),
+        "confidence": float(record.get("confidence", 1.0)),
     }
 
 

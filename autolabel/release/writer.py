@@ -39,13 +39,19 @@ import cv2
 import numpy as np
 
 from autolabel.anonymize import AnonymizeConfig, anonymize_image, fill_track_gaps
-from autolabel.atomic_io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from autolabel.atomic_io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    umask_mode,
+)
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Clip
 from autolabel.release.card import FEATURES, card_header, render_card
 from autolabel.release.conversations import FORMATS, conversation
 from autolabel.release.leak_scan import ReleaseLeakError, scan_release
 from autolabel.release.records import record_image_keys, rekey, release_row
+from autolabel.release.salt import run_secret_salt
 from autolabel.release.stats import release_statistics, write_plots
 from autolabel.set_of_mark import MarkStyle, render_marks
 
@@ -59,8 +65,8 @@ class ReleaseConfig:
 
     Attributes:
         dataroot, version: the dataset the run was made from (default: each clip's manifest).
-        salt: salt of the re-keyed ids; None derives one from the run's QA bytes (stable for the
-            run, unknown without it). Set your own secret for public releases.
+        salt: secret salt of the re-keyed ids; None: a random secret kept in the run folder
+            (``RUN/.release-salt``, see ``autolabel.release.salt``).
         splits: split name -> fraction of records; logs are assigned whole, in salted-hash
             order, to the split furthest below its share.
         frames: ``context`` (every context frame a record lists) or ``keyframe`` (one image per
@@ -648,12 +654,7 @@ def build_release(
     if out.exists() and not cfg.overwrite:
         raise FileExistsError(f"{out}: exists; pass overwrite (--force) to replace it")
     inputs = read_run(run_dir, cfg)
-    salt = cfg.salt
-    if salt is None:
-        h = hashlib.sha256()
-        for ci in inputs:
-            h.update((ci.dir / QA_FILE).read_bytes())
-        salt = h.hexdigest()
+    salt = cfg.salt if cfg.salt is not None else run_secret_salt(run_dir)
     datasets: dict[tuple[str, str], Any] = {}
     clips = []
     for ci in inputs:
@@ -677,6 +678,7 @@ def build_release(
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp.chmod(umask_mode(0o777))  # mkdtemp makes it 0700; the release follows the umask
     try:
         rows_by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
         image_stats = _ImageStats()

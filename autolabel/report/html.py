@@ -12,7 +12,8 @@ What a reviewer sees, top to bottom:
 3. per clip and QA keyframe: the six-camera Set-of-Mark view (the pipeline's
    ``marks/<kf>_stitched.png``, or rendered here from the camera images and the QA regions), a
    bird's-eye plot of the boxes, tracks and ground truth in the keyframe's ego frame, and that
-   keyframe's QA.
+   keyframe's QA; once per clip, one camera image marked in both mark styles side by side
+   (``marks.style``: autolabel's and STRIDE-QA-Bench's).
 
 Plots are PNG files under ``RUN/report/assets/``; other images are linked relatively, so the run
 folder can be moved as a whole. The page needs no network and no script; one inline script only
@@ -328,10 +329,33 @@ def _label_quality_section(run: Path, assets: _Assets) -> str:
             "fraction of the detector's answers",
         ),
     )
+    curve_html = ""
+    curve = lq.get("curve")
+    if curve:
+        from autolabel.evaluation.label_quality import at_threshold
+        from autolabel.report.plots import precision_yield_png
+
+        d = curve["default_threshold"]
+        p = at_threshold(curve["overall"], d)
+        rows += [
+            (f"agreement at min_confidence {d:g}", _pct(p["agreement"]) + " %"),
+            (f"yield at min_confidence {d:g}", _pct(p["yield"]) + " %"),
+        ]
+        curve_src = assets.add(
+            "label_quality_precision_yield.png",
+            precision_yield_png(curve, "QA agreement against yield"),
+        )
+        curve_html = (
+            "<p>Agreement against yield (agreeing questions over the ground truth's questions) "
+            "as the confidence threshold rises; the star is the default "
+            "<code>qa.min_confidence</code>.</p>"
+            f"<img src='{_e(curve_src)}' alt='agreement against yield' style='max-width:900px'>"
+        )
     return (
         "<h3>Label quality (QA against ground-truth replay)</h3><div class='row'>"
         + _table(("", ""), rows)
         + f"<img src='{_e(src)}' alt='label quality per type' style='max-width:720px'></div>"
+        + curve_html
         + table
     )
 
@@ -503,6 +527,57 @@ def _som_view(
     return assets.add(f"{clip_dir.name}_k{kf:03d}_som.png", encode_png(stitch_six(images)))
 
 
+def _mark_styles_view(
+    clip_dir: Path,
+    by_kf: Mapping[int, Sequence[Mapping[str, Any]]],
+    keyframes: Sequence[int],
+    assets: _Assets,
+    root: Path | None,
+) -> str | None:
+    """Page-relative path of one camera image (the keyframe and camera with the most regions)
+    marked in each style side by side: autolabel's, then ``strideqa``; or None."""
+    if root is None:
+        return None
+    import cv2
+
+    from autolabel.benchmark.export import _fit_rle, _views_by_frame_camera
+    from autolabel.set_of_mark import MarkStyle, encode_png, render_marks
+
+    candidates = []
+    for kf in keyframes:
+        views_kf = _views_by_frame_camera(by_kf.get(kf, []))
+        paths_kf = {
+            cam: imgs[-1]
+            for rec in by_kf.get(kf, [])
+            for cam, imgs in rec["images"].items()
+            if imgs
+        }
+        for (f, cam), v in views_kf.items():
+            if f == kf and cam in paths_kf:
+                candidates.append((-len(v), kf, cam, views_kf, paths_kf[cam]))
+    for _, kf, cam, views, path in sorted(candidates, key=lambda c: c[:3]):
+        image = cv2.imread(str(root / path), cv2.IMREAD_COLOR)
+        if image is None:
+            continue
+        marks = sorted(views[(kf, cam)].items())
+        h, w = image.shape[:2]
+        masks = [_fit_rle(m[1][1], h, w) for m in marks]
+        args = dict(
+            region_id=np.array([m[0] for m in marks]),
+            boxes_2d=np.array([m[1][0] for m in marks], dtype=np.float64),
+            masks=None if any(x is None for x in masks) else masks,
+        )
+        tiles = [
+            render_marks(image, style=MarkStyle(), **args),
+            render_marks(image, style=MarkStyle(style="strideqa"), **args),
+        ]
+        gap = np.full((h, 8, 3), 255, np.uint8)
+        side = np.hstack([tiles[0], gap, tiles[1]])
+        side = cv2.resize(side, (side.shape[1] // 2, h // 2), interpolation=cv2.INTER_AREA)
+        return assets.add(f"{clip_dir.name}_k{kf:03d}_{cam}_styles.png", encode_png(side))
+    return None
+
+
 def _clip_section(
     clip_dir: Path,
     records: Sequence[Mapping[str, Any]],
@@ -542,6 +617,15 @@ def _clip_section(
     if max_keyframes is not None:
         keyframes = keyframes[:max_keyframes]
     root = clip_dataroot(clip_dir, dataroot)
+    styles = _mark_styles_view(clip_dir, by_kf, keyframes, assets, root)
+    if styles:
+        out.append(
+            "<div class='styles'><h3>Mark styles</h3>"
+            f"<img src='{_e(styles)}' alt='one camera image in both mark styles'>"
+            "<p class='muted'>Left: autolabel's marks (<code>marks.style: autolabel</code>). "
+            "Right: STRIDE-QA-Bench's (<code>marks.style: strideqa</code>: green mask and outline, "
+            "the bare id in white on black, as their renderer draws them).</p></div>"
+        )
     for kf in keyframes:
         recs = by_kf.get(kf, [])
         time_s = recs[0]["keyframe"]["time_s"] if recs else None

@@ -3,12 +3,14 @@
 - :func:`bev_png`: bird's-eye view of one keyframe in its ego frame: the run's boxes (region ids
   where the keyframe has them), their tracks over the QA window, and the ground-truth boxes.
 - :func:`bar_png`, :func:`grouped_bar_png`, :func:`lines_png`: the metric plots.
+- :func:`precision_yield_png`: QA agreement against yield over confidence thresholds.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -214,5 +216,41 @@ def lines_png(
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, lw=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def precision_yield_png(curve: Mapping[str, Any], title: str) -> bytes:
+    """Agreement against yield over confidence thresholds (``label_quality.json``'s ``curve``):
+    left, agreement over yield per category and overall, the default threshold starred; right,
+    overall agreement and yield over the threshold, the default as a dashed line."""
+    plt = _pyplot()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    d = float(curve["default_threshold"])
+    groups = {"all": curve["overall"], **curve["by_category"]}
+    for name, c in groups.items():
+        x = np.array([np.nan if v is None else v for v in c["yield"]], dtype=float)
+        y = np.array([np.nan if v is None else v for v in c["agreement"]], dtype=float)
+        style = {"lw": 2.2, "color": "black"} if name == "all" else {"lw": 1.0}
+        (line,) = ax.plot(x, y, marker=".", label=name, **style)
+        i = int(np.argmin(np.abs(np.asarray(c["thresholds"]) - d)))
+        ax.plot(x[i], y[i], marker="*", ms=11, color=line.get_color())
+    ax.set_xlabel("yield (agreeing / ground-truth questions)")
+    ax.set_ylabel("agreement with ground truth")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(True, lw=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title(f"{title} (* min_confidence {d:g})", fontsize=9)
+    o = curve["overall"]
+    t = np.asarray(o["thresholds"], dtype=float)
+    for key in ("agreement", "yield"):
+        bx.plot(t, [np.nan if v is None else v for v in o[key]], marker=".", label=key)
+    bx.axvline(d, ls="--", color="grey", lw=1.0, label="default")
+    bx.set_xlabel("min_confidence")
+    bx.set_ylim(-0.02, 1.02)
+    bx.grid(True, lw=0.3)
+    bx.legend(fontsize=7)
+    bx.set_title("overall", fontsize=9)
     fig.tight_layout()
     return _png(fig)

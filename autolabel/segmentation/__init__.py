@@ -4,8 +4,11 @@
 prompts)`` returns a ``SegmentationResult`` with (N, H, W) bool masks and (N,) float32 scores that
 predict each mask's IoU with the object's true visible mask. Backends:
 
-* ``"lidar"`` (default, no weights): GrabCut seeded by the object's projected LiDAR points,
-  ``lidar_seeded.py``.
+* ``"geometric"`` (default, no weights): presence from geometry (projected 3D box hull, box
+  z-buffer, LiDAR depth), the image only to trim the boundary; score = share of the object's own
+  projected returns inside the mask x unoccluded share of its hull, ``geometric.py``.
+* ``"lidar"`` (no weights): GrabCut seeded by the object's projected LiDAR points, with a score
+  calibrated on synthetic renders, ``lidar_seeded.py``.
 * ``"sam2"``: SAM2's image predictor prompted with the projected boxes, ``sam2_backend.py``;
   needs a checkpoint path and its config name, otherwise ``SegmenterUnavailable``.
 
@@ -34,8 +37,8 @@ __all__ = [
 ]
 
 #: Backend names accepted by ``get_segmenter`` (and ``autolabel run --segmenter``).
-SEGMENTER_NAMES = ("lidar", "sam2")
-DEFAULT_SEGMENTER = "lidar"
+SEGMENTER_NAMES = ("geometric", "lidar", "sam2")
+DEFAULT_SEGMENTER = "geometric"
 
 
 def get_segmenter(name: str = DEFAULT_SEGMENTER, config: Any = None) -> Segmenter:
@@ -43,7 +46,8 @@ def get_segmenter(name: str = DEFAULT_SEGMENTER, config: Any = None) -> Segmente
 
     Args:
         name: one of ``SEGMENTER_NAMES``.
-        config: the backend's config dataclass (``LidarSeededConfig``, ``Sam2Config``), a mapping
+        config: the backend's config dataclass (``GeometricConfig``, ``LidarSeededConfig``,
+            ``Sam2Config``), a mapping
             of its fields (e.g. from a YAML config file), or None for the defaults.
 
     Returns:
@@ -54,6 +58,10 @@ def get_segmenter(name: str = DEFAULT_SEGMENTER, config: Any = None) -> Segmente
         SegmenterUnavailable: the backend cannot run here (e.g. SAM2 without a checkpoint); the
             message says what to pass.
     """
+    if name == "geometric":
+        from autolabel.segmentation.geometric import GeometricConfig, GeometricSegmenter
+
+        return GeometricSegmenter(config_from_mapping(GeometricConfig, config, name))
     if name == "lidar":
         from autolabel.segmentation.lidar_seeded import LidarSeededConfig, LidarSeededSegmenter
 

@@ -1,9 +1,12 @@
 """The segmenter interface shared by every backend: inputs, result type, errors.
 
 A segmenter turns one camera image and the projected 2D boxes of the objects seen in it into one
-instance mask and one quality score per object. The score means "predicted IoU between this mask
-and the object's true visible mask", in [0, 1], for every backend (SAM2 predicts it with its IoU
-head; the LiDAR-seeded fallback estimates it from calibrated mask features).
+instance mask and one quality score per object, in [0, 1]. SAM2's score is its IoU head's
+predicted IoU with the true visible mask; the LiDAR-seeded GrabCut estimates the same from
+calibrated mask features; the geometric segmenter's score is the share of the object's own
+projected LiDAR returns inside its mask times the unoccluded share of its hull (no colour, so it
+means the same on synthetic and real images). Each backend has its own visibility thresholds
+(``autolabel.visibility.visibility_defaults``).
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class Segmenter(Protocol):
                 coordinates of each object's own LiDAR points projected into this camera.
                 ``"depth_m"``: (N,) distance of each object from the camera along the optical
                 axis, metres; backends that resolve overlaps give a shared pixel to the nearest.
+                ``"geometry"``: the image's ``geometry.ImageGeometry`` (z-buffered hulls, LiDAR
+                occlusion, geometric masks); the geometric segmenter needs it, others ignore it.
 
         Returns:
             SegmentationResult with (N, H, W) masks and (N,) scores.
@@ -109,7 +114,7 @@ def validate_segment_inputs(
             f"segment: boxes_2d rows {bad.tolist()} have u_max < u_min or v_max < v_min"
         )
     prompts = prompts or {}
-    unknown = set(prompts) - {"points_uv", "depth_m"}
+    unknown = set(prompts) - {"points_uv", "depth_m", "geometry"}
     if unknown:
         raise ValueError(f"segment: unknown prompt keys {sorted(unknown)}")
     seeds = None

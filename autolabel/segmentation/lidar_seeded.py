@@ -38,6 +38,7 @@ import cv2
 import numpy as np
 
 from autolabel.segmentation.core import SegmentationResult, validate_segment_inputs
+from calib import stable_math
 
 __all__ = [
     "LidarSeededConfig",
@@ -123,7 +124,7 @@ class LidarSeededConfig:
 def score_from_features(features: np.ndarray) -> np.ndarray:
     """(N,) float32 predicted IoU from (N, 5) features ordered as ``SCORE_FEATURE_NAMES``."""
     logits = np.asarray(features, dtype=np.float64) @ SCORE_WEIGHTS + SCORE_BIAS
-    return (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
+    return (1.0 / (1.0 + stable_math.exp(-logits))).astype(np.float32)
 
 
 def _fill_holes(mask: np.ndarray) -> np.ndarray:

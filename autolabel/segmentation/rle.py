@@ -44,8 +44,11 @@ def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
         raise ValueError(f"encode_masks: expected (N, H, W) masks, got shape {masks.shape}")
     if len(masks) == 0:
         return []
-    # pycocotools wants column-major (H, W, N) uint8.
-    fortran = np.asfortranarray(masks.transpose(1, 2, 0).astype(np.uint8, copy=False))
+    # pycocotools wants column-major (H, W, N) uint8; masks stored column-major per mask (as the
+    # geometric segmenter and ``masks_to_array`` give them) pass without a copy.
+    hwn = masks.transpose(1, 2, 0)
+    hwn = hwn.view(np.uint8) if hwn.dtype == np.bool_ else hwn.astype(np.uint8, copy=False)
+    fortran = np.asfortranarray(hwn)
     encoded = mask_utils.encode(fortran)
     return [
         {"size": [int(s) for s in r["size"]], "counts": r["counts"].decode("ascii")}

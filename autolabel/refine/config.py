@@ -1,0 +1,110 @@
+"""Settings of the offboard track refinement (``refine_options`` of a run config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RefineConfig:
+    """Options of :func:`autolabel.refine.refine_tracks` (metres, seconds, m/s).
+
+    Attributes:
+        min_observations: tracks with fewer detected boxes are false positives and removed.
+        min_track_score: tracks whose refined score (below) is lower are removed.
+        score_length_scale: a track's score is the mean score of its boxes times
+            ``1 - exp(-observations / score_length_scale)``: one glimpse is weak evidence, an
+            object seen all along is strong.
+        duplicate_distance_m, duplicate_min_shared: a track whose boxes lie, in at least this
+            share of its keyframes, within this distance of a heavier track's is the same object
+            under a runner-up class: its boxes vote for the class of the heavier one, then it goes.
+        position_sigma_m: standard deviation of a detected centre (the smoother's measurement
+            noise).
+        velocity_sigma_mps: standard deviation of a detector velocity where it gives one.
+        accel_psd: the smoother's white-acceleration spectral density, m^2/s^3 (larger follows
+            manoeuvres more closely and smooths less).
+        static_max_displacement_m: a track whose start and end (each the mean of
+            ``endpoint_observations`` detected centres) lie closer than this ...
+        static_max_speed_mps: ... and whose net travel over its duration is slower than this is
+            static: one pose for the whole track, velocity zero.
+        heading_from_motion_mps: where a moving track is at least this fast its heading is its
+            direction of travel; slower, the detector's heading turned (by pi where needed) to
+            agree with the nearest direction of travel.
+        static_heading_from_flow, flow_distance_m: point a static track's heading (its axis is
+            known from its boxes, not its front) the way the traffic nearest to it goes: moving
+            tracks and the ego's own path, weighted by a Gaussian of ``flow_distance_m`` of their distance.
+        static_heading_from_cabin, cabin_min_offset_m: a static car whose roof returns, stacked
+            over the track, sit more than this ahead of the middle of its returns is turned round:
+            a car's cabin sits behind its middle (bonnet longer than boot). Decides before the
+            traffic flow where the returns allow (needs ``use_points``).
+        size_quantile: each size dimension of a track is this quantile of its boxes' (the
+            detector sees only the near faces, so most views are too small).
+        use_points: accumulate each track's LiDAR returns over the clip for its size, static
+            pose and the point evidence of the track classifier.
+        reject_clutter: remove tracks the point evidence marks as clutter
+            (``autolabel.refine.classify.clutter_tracks``): static tracks higher than
+            ``clutter_min_height_m`` whose returns lie on their outline less than
+            ``clutter_max_surface_share`` of the time (vegetation fills its volume), or with
+            fewer than ``clutter_min_returns`` returns per box.
+        car_max_height_m, relabel_min_returns: a truck, bus, trailer or construction-vehicle
+            track whose returns (at least ``relabel_min_returns`` per box) stay below this
+            height over the whole track is a car.
+    """
+
+    min_observations: int = 3
+    min_track_score: float = 0.0
+    score_length_scale: float = 3.0
+    duplicate_distance_m: float = 1.0
+    duplicate_min_shared: float = 0.5
+    position_sigma_m: float = 0.4
+    velocity_sigma_mps: float = 1.0
+    accel_psd: float = 2.0
+    static_max_speed_mps: float = 0.5
+    static_max_displacement_m: float = 2.0
+    endpoint_observations: int = 3
+    heading_from_motion_mps: float = 1.5
+    size_quantile: float = 0.75
+    static_heading_from_flow: bool = True
+    static_heading_from_cabin: bool = True
+    cabin_min_offset_m: float = 0.2
+    flow_distance_m: float = 4.0
+    use_points: bool = True
+    reject_clutter: bool = True
+    clutter_max_surface_share: float = 0.12
+    clutter_min_height_m: float = 3.0
+    clutter_min_returns: float = 0.0
+    car_max_height_m: float = 2.1
+    relabel_min_returns: float = 30.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
+            raise ValueError(
+                f"min_observations: expected an integer, got {self.min_observations!r}"
+            )
+        if self.min_observations < 1:
+            raise ValueError(f"min_observations: must be >= 1, got {self.min_observations}")
+        if not 0 <= self.min_track_score <= 1:
+            raise ValueError(f"min_track_score: must be in [0, 1], got {self.min_track_score}")
+        for key in (
+            "score_length_scale", "duplicate_distance_m", "position_sigma_m",
+            "velocity_sigma_mps", "accel_psd", "static_max_displacement_m",
+        ):  # fmt: skip
+            if not getattr(self, key) > 0:
+                raise ValueError(f"{key}: must be > 0, got {getattr(self, key)!r}")
+        if (
+            isinstance(self.endpoint_observations, bool)
+            or not isinstance(self.endpoint_observations, int)
+            or self.endpoint_observations < 1
+        ):
+            raise ValueError(
+                f"endpoint_observations: expected an integer >= 1, got {self.endpoint_observations!r}"
+            )
+        if not 0 < self.duplicate_min_shared <= 1:
+            raise ValueError(
+                f"duplicate_min_shared: must be in (0, 1], got {self.duplicate_min_shared}"
+            )
+        for key in ("static_max_speed_mps", "heading_from_motion_mps"):
+            if not getattr(self, key) >= 0:
+                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
+        if not 0 <= self.size_quantile <= 1:
+            raise ValueError(f"size_quantile: must be in [0, 1], got {self.size_quantile}")

@@ -1,0 +1,67 @@
+"""Tracks that follow the same object under another class (the detector's runner-up class of one
+cluster is tracked separately): which track each of them duplicates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autolabel.boxes import Boxes3D
+
+
+def duplicate_of(
+    boxes: Boxes3D,
+    frame_of: np.ndarray,
+    track_weight: dict | np.ndarray,
+    max_distance_m: float,
+    min_shared: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which tracks are duplicates of another one.
+
+    A track is a duplicate of a heavier one (larger ``track_weight``) when at least ``min_shared``
+    of its boxes lie within ``max_distance_m`` (xy) of a box of that track in the same keyframe.
+
+    Args:
+        boxes: (N,) tracked boxes of the clip (global frame, ``track_id`` >= 0).
+        frame_of: (N,) keyframe of each box.
+        track_weight: (T,) weight of each track in ``np.unique(boxes.track_id)`` order.
+        max_distance_m: centres closer than this are the same object.
+        min_shared: fraction of a track's boxes that must coincide with the heavier track's.
+
+    Returns:
+        (T,) unique track ids and (T,) the id each duplicates (-1: none), in the same order.
+    """
+    uniq, col = np.unique(boxes.track_id, return_inverse=True)
+    weight = np.asarray(track_weight, dtype=np.float64)
+    owner = np.full(len(uniq), -1, np.int64)
+    if len(boxes) == 0:
+        return uniq, owner
+    order = np.argsort(frame_of, kind="stable")
+    bounds = np.searchsorted(frame_of[order], np.arange(frame_of.max() + 2))
+    pair_a, pair_b = [], []
+    xy = boxes.center_m[:, :2]
+    for f in range(len(bounds) - 1):  # keyframes (tens per clip), vectorised inside
+        rows = order[bounds[f] : bounds[f + 1]]
+        if len(rows) < 2:
+            continue
+        d = np.linalg.norm(xy[rows, None, :] - xy[None, rows, :], axis=2)
+        i, j = np.nonzero(d < max_distance_m)
+        keep = i != j
+        pair_a.append(col[rows[i[keep]]])
+        pair_b.append(col[rows[j[keep]]])
+    if not pair_a:
+        return uniq, owner
+    a, b = np.concatenate(pair_a), np.concatenate(pair_b)
+    n = len(uniq)
+    # (a, b) counted once per keyframe where a box of a has one of b near it.
+    key, shared = np.unique(a * n + b, return_counts=True)
+    a, b = key // n, key % n
+    length = np.bincount(col, minlength=n)
+    heavier = (weight[b] > weight[a]) | ((weight[b] == weight[a]) & (b < a))
+    dup = heavier & (shared >= min_shared * length[a])
+    a, b = a[dup], b[dup]
+    # Each duplicate goes to its heaviest partner.
+    best = np.lexsort((-weight[b], a))
+    a, b = a[best], b[best]
+    first = np.unique(a, return_index=True)[1]
+    owner[a[first]] = uniq[b[first]]
+    return uniq, owner

@@ -1,0 +1,383 @@
+"""Track-centric refinement over a whole clip (an auto-labeler sees past and future).
+
+Per track, over every keyframe of its observed span (:mod:`autolabel.refine.track_table`):
+
+1. duplicates: a track that follows another one's object under a runner-up class votes for
+   that track's class and goes (:mod:`autolabel.refine.duplicates`);
+2. class: the score-weighted vote of its boxes (and its duplicates'), then the point evidence of
+   :mod:`autolabel.refine.classify` where LiDAR returns were gathered; clutter (vegetation,
+   facades) and tracks seen fewer than ``min_observations`` times are removed;
+3. trajectory: a forward Kalman filter and a backward RTS pass over the span
+   (:mod:`autolabel.refine.smoothing`), fusing the detector's velocity where it gives one, so
+   centres and velocities are lag-free and keyframes missed inside the span are filled;
+   nothing is added outside it;
+4. static or moving: slow and not displaced tracks are static: one centre (the median of its
+   detections, or of its accumulated returns) and velocity zero;
+5. heading: a mover heads where it goes where it is fast enough; elsewhere the detector's
+   heading is turned by pi to agree with the nearest direction of travel; a static track has one
+   heading (axial mean of its boxes', or of its accumulated returns' outline), so no box of a
+   track is flipped against the others;
+6. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
+   returns), the box's bottom kept on the detected ground;
+7. score: the mean score of its boxes, times a term growing with how often it was seen.
+
+Arrays throughout: the per-track work is grouped reductions and numba kernels over all rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from autolabel.boxes import Boxes3D
+from autolabel.classes import DETECTION_CLASSES
+from autolabel.refine.config import RefineConfig
+from autolabel.refine.duplicates import duplicate_of
+from autolabel.refine.smoothing import smooth_tracks
+from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes
+from calib.rotation import wrap_angle
+
+#: Classes that never move: always static, whatever their boxes do.
+STATIC_CLASSES = np.isin(np.asarray(DETECTION_CLASSES), ["traffic_cone", "barrier"])
+#: Classes whose cabin sits behind the middle of the body (cars: the bonnet outlasts the boot).
+CABIN_CLASSES = np.array([DETECTION_CLASSES.index("car")])
+
+
+@dataclass
+class RefineSummary:
+    """What the refinement did to a clip's tracks (counts of tracks and boxes)."""
+
+    tracks_in: int
+    tracks_out: int
+    duplicates: int
+    too_short: int
+    clutter: int
+    static: int
+    moving: int
+    boxes_in: int
+    boxes_out: int
+    boxes_filled: int
+
+    def counts(self) -> dict[str, int]:
+        """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
+        return {**vars(self), "tracks_rejected": self.tracks_in - self.tracks_out}
+
+
+def group_quantile(group: np.ndarray, values: np.ndarray, n_groups: int, q: float) -> np.ndarray:
+    """(G, D) per-group ``q`` quantile (lower order statistic) of (N, D) ``values``; NaN where a
+    group is empty. ``group``: (N,) group index of each row."""
+    values = np.asarray(values, dtype=np.float64)
+    squeeze = values.ndim == 1
+    values = values[:, None] if squeeze else values
+    out = np.full((n_groups, values.shape[1]), np.nan)
+    count = np.bincount(group, minlength=n_groups)
+    start = np.concatenate([[0], np.cumsum(count)])[:-1]
+    has = count > 0
+    for d in range(values.shape[1]):  # the few columns of a box, not objects
+        order = np.lexsort((values[:, d], group))
+        pick = start[has] + np.floor(q * (count[has] - 1)).astype(np.int64)
+        out[has, d] = values[order[pick], d]
+    return out[:, 0] if squeeze else out
+
+
+@numba.njit(cache=True)
+def _fill_nearest(track_start: np.ndarray, valid: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per track, each row's value from the nearest valid row of the same track (earlier on
+    ties); NaN for a track without one."""
+    out = np.full(values.shape[0], np.nan)
+    for s in range(track_start.shape[0] - 1):
+        lo, hi = track_start[s], track_start[s + 1]
+        for k in range(lo, hi):
+            best, best_d = -1, 1 << 30
+            for j in range(lo, hi):
+                if valid[j] and abs(j - k) < best_d:
+                    best, best_d = j, abs(j - k)
+            if best >= 0:
+                out[k] = values[best]
+    return out
+
+
+def endpoint_displacement(table: TrackTable, xy_m: np.ndarray, n_end: int) -> np.ndarray:
+    """(T,) distance between the mean of each track's first ``n_end`` observed centres and the
+    mean of its last ``n_end`` (half of its observations each when it has fewer than twice as
+    many, its first and last when it has two or three): a track's net travel, robust to the noise
+    of single boxes."""
+    obs = np.flatnonzero(table.observed)
+    track = table.track_of_row[obs]
+    n_obs = np.bincount(track, minlength=table.n_tracks)
+    start = np.concatenate([[0], np.cumsum(n_obs)])[:-1]
+    rank = np.arange(len(obs)) - start[track]
+    k = np.maximum(np.minimum(n_end, n_obs // 2), 1)[track]
+    head = rank < k
+    tail = rank >= n_obs[track] - k
+    means = []
+    for sel in (head, tail):
+        w = np.bincount(track[sel], minlength=table.n_tracks).astype(np.float64)
+        sx = np.bincount(track[sel], weights=xy_m[obs[sel], 0], minlength=table.n_tracks)
+        sy = np.bincount(track[sel], weights=xy_m[obs[sel], 1], minlength=table.n_tracks)
+        means.append(np.column_stack([sx, sy]) / np.maximum(w, 1)[:, None])
+    return np.linalg.norm(means[1] - means[0], axis=1)
+
+
+def _interpolate_rows(observed: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Rows not observed take the linear interpolation (over row index) of their track's
+    observed neighbours; a track's span starts and ends observed, so tracks never mix."""
+    rows = np.arange(len(observed))
+    known = np.flatnonzero(observed)
+    return np.interp(rows, known, values[known])
+
+
+def _axial_mean_heading(table: TrackTable, yaw: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """(T,) per track, the mean heading of ``yaw`` taken modulo pi, pointed to the side most boxes
+    point to (a static object's detector headings are ambiguous by pi)."""
+    c2 = table.per_track_sum(weight * np.cos(2 * yaw))
+    s2 = table.per_track_sum(weight * np.sin(2 * yaw))
+    axis = 0.5 * np.arctan2(s2, c2)
+    along = table.per_track_sum(weight * np.cos(yaw - axis[table.track_of_row]))
+    return wrap_angle(np.where(along < 0, axis + np.pi, axis))
+
+
+def traffic_heading(
+    xy_m: np.ndarray, flow_xy_m: np.ndarray, flow_yaw_rad: np.ndarray, scale_m: float
+) -> np.ndarray:
+    """(S,) the direction of the traffic near each of (S, 2) ``xy_m``: the axial mean of the
+    headings of moving samples (M, 2) / (M,), weighted by ``exp(-(distance / scale_m)^2 / 2)``, taken
+    modulo pi and pointed where most of the weight points. NaN where there is no sample.
+
+    Parked vehicles face the traffic of their side of the street; a static box's outline alone
+    cannot tell its front from its back.
+    """
+    if len(flow_xy_m) == 0 or len(xy_m) == 0:
+        return np.full(len(xy_m), np.nan)
+    d = np.linalg.norm(xy_m[:, None, :] - flow_xy_m[None, :, :], axis=2)
+    w = np.exp(-0.5 * np.square(d / scale_m))
+    # The nearest flow decides: the weight of farther lanes falls off quickly.
+    vx = (w * np.cos(flow_yaw_rad)[None, :]).sum(axis=1)
+    vy = (w * np.sin(flow_yaw_rad)[None, :]).sum(axis=1)
+    return np.where(w.sum(axis=1) > 0, np.arctan2(vy, vx), np.nan)
+
+
+def _aligned(yaw: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``yaw`` turned by pi where it points away from ``reference`` (NaN reference: unchanged)."""
+    flip = np.cos(yaw - reference) < 0
+    return wrap_angle(np.where(np.isfinite(reference) & flip, yaw + np.pi, yaw))
+
+
+def track_classes(
+    table: TrackTable,
+    weight: np.ndarray,
+    extra_track: np.ndarray,
+    extra_label: np.ndarray,
+    extra_weight: np.ndarray,
+) -> np.ndarray:
+    """(T,) per track, the class with the largest summed ``weight`` over its observed rows plus
+    the ``extra_*`` votes (duplicates' boxes: (M,) track position, label, weight)."""
+    n_cls = len(DETECTION_CLASSES)
+    votes = np.zeros((table.n_tracks, n_cls))
+    obs = table.observed
+    np.add.at(
+        votes,
+        (table.track_of_row[obs], table.boxes.label[obs].astype(np.int64)),
+        weight[obs],
+    )
+    np.add.at(votes, (extra_track, extra_label.astype(np.int64)), extra_weight)
+    return votes.argmax(axis=1)
+
+
+def refine_tracks(
+    times_s: np.ndarray,
+    tracks: Sequence[Boxes3D],
+    config: RefineConfig | None = None,
+    evidence=None,
+    ego_xy_yaw: np.ndarray | None = None,
+) -> tuple[list[Boxes3D], RefineSummary]:
+    """Refine a clip's tracks with the whole clip (see the module docstring).
+
+    Args:
+        times_s: (F,) keyframe times, seconds, strictly increasing.
+        tracks: F global-frame tracked box sets (``track_id`` >= 0), as a tracker returns them.
+        config: settings (defaults when None).
+        evidence: optional :class:`autolabel.refine.points.PointEvidence` of these boxes (LiDAR
+            returns gathered per box; ``boxes.concatenate(tracks)`` order).
+        ego_xy_yaw: optional (F, 3) ego position (m) and heading (rad) per keyframe, global
+            frame: the ego's path is part of the traffic flow that points static objects.
+
+    Returns:
+        F refined box sets (global frame, one box per kept track and keyframe of its span,
+        sorted by track id) and a summary.
+    """
+    cfg = config or RefineConfig()
+    times = np.asarray(times_s, dtype=np.float64)
+    if len(times) != len(tracks):
+        raise ValueError(f"refine_tracks: {len(times)} times for {len(tracks)} keyframes")
+    boxes, frame_of = clip_boxes(tracks)
+    if len(boxes) == 0:
+        empty = RefineSummary(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        return [Boxes3D.empty() for _ in tracks], empty
+    if np.any(boxes.track_id < 0):
+        raise ValueError("refine_tracks: untracked boxes (track_id -1)")
+
+    uniq, col = np.unique(boxes.track_id, return_inverse=True)
+    score = boxes.score.astype(np.float64)
+    track_weight = np.bincount(col, weights=score, minlength=len(uniq))
+    _, owner = duplicate_of(
+        boxes, frame_of, track_weight, cfg.duplicate_distance_m, cfg.duplicate_min_shared
+    )
+    # Follow duplicate chains to the track that stays.
+    root = np.arange(len(uniq))
+    is_dup = owner >= 0
+    root[is_dup] = np.searchsorted(uniq, owner[is_dup])
+    for _ in range(len(uniq)):
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    dup_box = is_dup[col]
+
+    kept_boxes = boxes[~dup_box]
+    kept_frame = frame_of[~dup_box]
+    table = build_track_table(kept_boxes, kept_frame)
+    rows = table.boxes
+    obs = table.observed
+    t_of_row = table.track_of_row
+    n_tracks = table.n_tracks
+    row_weight = np.where(obs, rows.score.astype(np.float64), 0.0)
+
+    # Class: score-weighted vote, duplicates voting for the track they follow.
+    extra_track = np.searchsorted(table.track_id, uniq[root[col[dup_box]]])
+    label = track_classes(table, row_weight, extra_track, boxes.label[dup_box], score[dup_box])
+    n_obs = table.per_track_count(obs)
+    mean_score = table.per_track_sum(row_weight) / np.maximum(n_obs, 1)
+    track_score = mean_score * (1.0 - np.exp(-n_obs / cfg.score_length_scale))
+
+    # Trajectory: two-sided smoothing of every track's span.
+    span_t = times[table.frame_index]
+    center_xy, velocity = smooth_tracks(
+        table.track_start,
+        span_t,
+        rows.center_m[:, :2],
+        obs,
+        rows.velocity_mps,
+        np.full(n_tracks, cfg.accel_psd),
+        np.full(n_tracks, cfg.position_sigma_m),
+        cfg.velocity_sigma_mps,
+    )
+    speed = np.hypot(velocity[:, 0], velocity[:, 1])
+    first, last = table.track_start[:-1], table.track_start[1:] - 1
+    displacement = endpoint_displacement(table, rows.center_m[:, :2], cfg.endpoint_observations)
+    duration = np.maximum(span_t[last] - span_t[first], 1e-6)
+    static = (
+        (displacement < cfg.static_max_displacement_m)
+        & (displacement / duration < cfg.static_max_speed_mps)
+    ) | STATIC_CLASSES[label]
+
+    keep = n_obs >= cfg.min_observations
+    too_short = int((~keep).sum())
+    clutter = np.zeros(n_tracks, bool)
+    features = None
+    if evidence is not None and cfg.reject_clutter:
+        from autolabel.refine import classify
+
+        evidence_row = np.where(obs, np.flatnonzero(~dup_box)[np.maximum(table.box_row, 0)], -1)
+        features = classify.track_evidence(table, evidence, evidence_row)
+        clutter = keep & classify.clutter_tracks(
+            features,
+            static,
+            cfg.clutter_max_surface_share,
+            cfg.clutter_min_height_m,
+            cfg.clutter_min_returns,
+        )
+        keep &= ~clutter
+        label = classify.relabel_low_vehicles(
+            features, label, cfg.car_max_height_m, cfg.relabel_min_returns
+        )
+    keep &= track_score >= cfg.min_track_score
+
+    # Static tracks: one pose; velocity zero.
+    obs_rows = np.flatnonzero(obs)
+    static_xy = group_quantile(t_of_row[obs_rows], rows.center_m[obs_rows, :2], n_tracks, 0.5)
+    static_row = static[t_of_row]
+    center_xy = np.where(static_row[:, None], static_xy[t_of_row], center_xy)
+    velocity = np.where(static_row[:, None], 0.0, velocity)
+
+    # Heading.
+    det_yaw = rows.yaw_rad
+    static_yaw = _axial_mean_heading(table, det_yaw, row_weight)
+    motion_yaw = np.arctan2(velocity[:, 1], velocity[:, 0])
+    fast = ~static_row & (speed >= cfg.heading_from_motion_mps)
+    nearest_motion = _fill_nearest(table.track_start, fast, motion_yaw)
+    # A mover never fast enough: its overall direction of travel.
+    travel = center_xy[last] - center_xy[first]
+    travel_yaw = np.arctan2(travel[:, 1], travel[:, 0])[t_of_row]
+    nearest_motion = np.where(np.isfinite(nearest_motion), nearest_motion, travel_yaw)
+    yaw = np.where(fast, motion_yaw, _aligned(det_yaw, nearest_motion))
+    if cfg.static_heading_from_flow:
+        flow_xy = center_xy[fast]
+        flow_yaw = motion_yaw[fast]
+        if ego_xy_yaw is not None:
+            flow_xy = np.concatenate([flow_xy, ego_xy_yaw[:, :2]])
+            flow_yaw = np.concatenate([flow_yaw, ego_xy_yaw[:, 2]])
+        static_yaw = _aligned(
+            static_yaw, traffic_heading(static_xy, flow_xy, flow_yaw, cfg.flow_distance_m)
+        )
+    if features is not None and cfg.static_heading_from_cabin:
+        from autolabel.refine import classify
+
+        side = classify.cabin_side(
+            table, evidence, evidence_row, static_xy, static_yaw, 0.8, cfg.cabin_min_offset_m
+        )
+        turn = static & np.isin(label, CABIN_CLASSES) & (side > 0)
+        static_yaw = np.where(turn, wrap_angle(static_yaw + np.pi), static_yaw)
+    yaw = np.where(static_row, static_yaw[t_of_row], yaw)
+
+    # Size: one per track; the bottom stays on the detected ground.
+    size = group_quantile(
+        t_of_row[obs_rows], rows.size_wlh_m[obs_rows], n_tracks, cfg.size_quantile
+    )
+    bottom = rows.center_m[:, 2] - rows.size_wlh_m[:, 2] / 2
+    bottom = _interpolate_rows(obs, bottom)
+    if np.any(static):
+        static_bottom = group_quantile(t_of_row[obs_rows], bottom[obs_rows], n_tracks, 0.5)
+        bottom = np.where(static_row, static_bottom[t_of_row], bottom)
+    size_row = size[t_of_row]
+    center = np.column_stack([center_xy, bottom + size_row[:, 2] / 2])
+
+    # Rounded to a micrometre / microradian: numpy's vectorised sin, cos and arctan2 may differ
+    # in the last bit with the memory alignment of their operands, which must not reach the
+    # outputs (same input and config give the same bytes).
+    out = Boxes3D(
+        center_m=np.round(center, 6),
+        size_wlh_m=np.round(size_row, 6),
+        yaw_rad=wrap_angle(np.round(yaw, 6)),
+        velocity_mps=np.round(velocity, 6),
+        label=label[t_of_row],
+        score=track_score[t_of_row],
+        track_id=rows.track_id,
+        frame="global",
+    )
+    keep_row = keep[t_of_row]
+    out = out[keep_row]
+    frame_index = table.frame_index[keep_row]
+    order = np.lexsort((out.track_id, frame_index))
+    out, frame_index = out[order], frame_index[order]
+    bounds = np.searchsorted(frame_index, np.arange(len(times) + 1))
+    refined = [out[bounds[f] : bounds[f + 1]] for f in range(len(times))]
+    summary = RefineSummary(
+        tracks_in=len(uniq),
+        tracks_out=int(keep.sum()),
+        duplicates=int(is_dup.sum()),
+        too_short=too_short,
+        clutter=int(clutter.sum()),
+        static=int((static & keep).sum()),
+        moving=int((~static & keep).sum()),
+        boxes_in=len(boxes),
+        boxes_out=len(out),
+        boxes_filled=int((~obs[keep_row]).sum()),
+    )
+    return refined, summary
+
+
+__all__ = ["RefineSummary", "group_quantile", "refine_tracks", "track_classes"]

@@ -1,0 +1,210 @@
+"""The default segmenter: presence from geometry, the image only for the boundary. No weights.
+
+Whether an object is seen, and where, comes from what the data gives exactly
+(``autolabel.segmentation.geometry``): the object's projected 3D box hull, minus what nearer
+annotated boxes cover (box z-buffer), minus where the LiDAR saw something nearer than the object
+(LiDAR depth). That *geometric mask* decides presence; the image never adds an object or removes
+one. The image only moves the boundary inside the geometric mask: a box hull is larger than the
+car in it (rounded corners, wheel arches, the air above a sloped bonnet), so GrabCut, started with
+the geometric mask as "probably foreground", the object's own LiDAR returns as "surely
+foreground" and everything outside as "surely background", trims what the colours say is not the
+object. A trim that would drop more than ``max_trim_share`` of the geometric mask is refused (a
+colour model that cannot tell a dark car from asphalt must not erase it).
+
+Score, the same on synthetic and real images because it uses no colour:
+
+    score = own_return_recall * visible_share
+
+- ``visible_share``: the share of the object's hull left in its geometric mask (not covered by a
+  nearer box, not behind a nearer LiDAR return), in [0, 1];
+- ``own_return_recall``: the share of the object's own projected LiDAR returns (points inside its
+  3D box) that fall inside the final mask; 1 for an object with no returns in the image, which is
+  then judged by geometry alone (``visibility.parquet`` says so in ``evidence``).
+
+A fully visible object whose returns all land in its mask scores 1; an object half hidden behind
+a nearer car scores about 0.5; one behind a wall the LiDAR saw scores near 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from autolabel.segmentation.core import SegmentationResult, validate_segment_inputs
+from autolabel.segmentation.geometry import ImageGeometry
+
+__all__ = ["GeometricConfig", "GeometricSegmenter"]
+
+
+@dataclass(frozen=True)
+class GeometricConfig:
+    """Settings of the geometric segmenter's image refinement.
+
+    Attributes:
+        refine_iterations: GrabCut iterations of the boundary refinement (0: the geometric mask
+            is the mask).
+        refine_min_px: geometric masks smaller than this (pixels) are not refined.
+        refine_min_visible_share: objects with less of their hull left in the geometric mask
+            are not refined (mostly hidden: no question will be asked about them).
+        working_max_side_px: longer side of the crop GrabCut runs on, pixels.
+        seed_radius_px: radius of the "surely foreground" disc around each own return, working
+            pixels.
+        max_trim_share: the largest share of the geometric mask a refinement may remove; a larger
+            trim is refused and the geometric mask kept.
+    """
+
+    refine_iterations: int = 1
+    refine_min_px: int = 600
+    refine_min_visible_share: float = 0.25
+    working_max_side_px: int = 64
+    seed_radius_px: int = 1
+    max_trim_share: float = 0.35
+
+    def __post_init__(self) -> None:
+        for key in ("refine_iterations", "refine_min_px", "seed_radius_px"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"GeometricConfig.{key}: must be >= 0, got {getattr(self, key)}")
+        if self.working_max_side_px < 16:
+            raise ValueError(
+                f"GeometricConfig.working_max_side_px: must be >= 16, got {self.working_max_side_px}"
+            )
+        if not 0.0 <= self.refine_min_visible_share <= 1.0:
+            raise ValueError(
+                "GeometricConfig.refine_min_visible_share: must be in [0, 1], got "
+                f"{self.refine_min_visible_share}"
+            )
+        if not 0.0 <= self.max_trim_share <= 1.0:
+            raise ValueError(
+                f"GeometricConfig.max_trim_share: must be in [0, 1], got {self.max_trim_share}"
+            )
+
+
+def own_return_recall(masks: np.ndarray, seeds: list[np.ndarray]) -> np.ndarray:
+    """(N,) share of each object's own projected returns inside its mask; NaN without returns."""
+    n, height_px, width_px = masks.shape
+    counts = np.array([len(s) for s in seeds], np.int64)
+    if counts.sum() == 0:
+        return np.full(n, np.nan)
+    owner = np.repeat(np.arange(n), counts)
+    uv = np.concatenate(seeds)
+    u = np.clip(uv[:, 0].astype(np.int64), 0, width_px - 1)
+    v = np.clip(uv[:, 1].astype(np.int64), 0, height_px - 1)
+    hits = np.bincount(owner, weights=masks[owner, v, u], minlength=n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(counts > 0, hits / counts, np.nan)
+
+
+class GeometricSegmenter:
+    """Geometric masks refined at the boundary by the image, behind the ``Segmenter`` interface."""
+
+    name = "geometric"
+
+    def __init__(self, config: GeometricConfig | None = None) -> None:
+        self.config = config or GeometricConfig()
+
+    def segment(
+        self,
+        image: np.ndarray,
+        boxes_2d: np.ndarray,
+        prompts: dict[str, Any] | None = None,
+    ) -> SegmentationResult:
+        """Masks and scores of the N objects of one image.
+
+        Args:
+            image: (H, W, 3) uint8 RGB.
+            boxes_2d: (N, 4) projected boxes [u_min, v_min, u_max, v_max], pixels.
+            prompts: ``"geometry"`` (required): the image's ``ImageGeometry`` (from
+                ``geometry.image_geometry``); ``"points_uv"``: the objects' own projected returns.
+
+        Returns:
+            SegmentationResult: (N, H, W) masks inside the geometric masks, (N,) float32 scores
+            ``own_return_recall * visible_share`` (see the module docstring).
+
+        Raises:
+            ValueError: no ``geometry`` prompt, or one of another image size or object count.
+        """
+        image, boxes, seeds = validate_segment_inputs(image, boxes_2d, prompts)
+        geometry = (prompts or {}).get("geometry")
+        if not isinstance(geometry, ImageGeometry):
+            raise ValueError(
+                "segment: the geometric segmenter needs prompts['geometry'] (an ImageGeometry "
+                "from autolabel.segmentation.geometry.image_geometry)"
+            )
+        n = len(boxes)
+        if geometry.masks.shape != (n, *image.shape[:2]):
+            raise ValueError(
+                f"segment: prompts['geometry'] has masks {geometry.masks.shape} for {n} boxes on "
+                f"a {image.shape[1]}x{image.shape[0]} image"
+            )
+        if seeds is None:
+            seeds = [np.zeros((0, 2))] * n
+        # The geometric masks, copied crop by crop into a column-major buffer (as the geometry's,
+        # so COCO RLE encodes it without a transposing copy; untouched pages stay unallocated).
+        masks = np.zeros((n, image.shape[1], image.shape[0]), bool).transpose(0, 2, 1)
+        for i, (u0, v0, u1, v1) in enumerate(geometry.boxes_px):
+            masks[i, v0:v1, u0:u1] = geometry.masks[i, v0:v1, u0:u1]
+        if self.config.refine_iterations > 0:
+            area = geometry.geometric_px
+            worth = (area >= max(self.config.refine_min_px, 1)) & (
+                geometry.visible_share >= self.config.refine_min_visible_share
+            )
+            for i in np.flatnonzero(worth):
+                self._refine(image, masks[i], geometry.boxes_px[i], seeds[i])
+        recall = own_return_recall(masks, seeds)
+        score = np.where(np.isnan(recall), 1.0, recall) * geometry.visible_share
+        return SegmentationResult(masks, score.astype(np.float32))
+
+    def _refine(
+        self, image_rgb: np.ndarray, mask: np.ndarray, box: np.ndarray, seeds: np.ndarray
+    ) -> None:
+        """Trim ``mask`` (a view into the (H, W) mask, changed in place) to the image boundary."""
+        cfg = self.config
+        height_px, width_px = mask.shape
+        u0, v0, u1, v1 = (int(x) for x in box)
+        margin = max(4, int(0.1 * max(u1 - u0, v1 - v0)))
+        u0, v0 = max(0, u0 - margin), max(0, v0 - margin)
+        u1, v1 = min(width_px, u1 + margin), min(height_px, v1 + margin)
+        roi_w, roi_h = u1 - u0, v1 - v0
+        scale = min(1.0, cfg.working_max_side_px / max(roi_w, roi_h))
+        work = (max(2, int(round(roi_w * scale))), max(2, int(round(roi_h * scale))))
+        geometric = mask[v0:v1, u0:u1]
+        # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR.
+        crop_bgr = np.ascontiguousarray(image_rgb[v0:v1, u0:u1, ::-1])
+        crop = cv2.resize(crop_bgr, work, interpolation=cv2.INTER_AREA)
+        prior = cv2.resize(geometric.astype(np.uint8), work, interpolation=cv2.INTER_NEAREST)
+        label = np.where(prior > 0, cv2.GC_PR_FGD, cv2.GC_BGD).astype(np.uint8)
+        if not (label == cv2.GC_BGD).any():
+            return  # the object fills the crop: no background to learn from
+        su = ((seeds[:, 0] - u0) * work[0] / roi_w).astype(np.int64)
+        sv = ((seeds[:, 1] - v0) * work[1] / roi_h).astype(np.int64)
+        inside = (su >= 0) & (su < work[0]) & (sv >= 0) & (sv < work[1])
+        sure = np.zeros(label.shape, np.uint8)
+        sure[sv[inside], su[inside]] = 1
+        if cfg.seed_radius_px > 0:
+            size = 2 * cfg.seed_radius_px + 1
+            sure = cv2.dilate(sure, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size, size)))
+        label[(sure > 0) & (prior > 0)] = cv2.GC_FGD
+        bgd_model = np.zeros((1, 65), np.float64)
+        fgd_model = np.zeros((1, 65), np.float64)
+        cv2.setRNGSeed(0)  # GrabCut's k-means: a mask depends on its inputs only
+        try:
+            cv2.grabCut(
+                crop,
+                label,
+                None,
+                bgd_model,
+                fgd_model,
+                cfg.refine_iterations,
+                cv2.GC_INIT_WITH_MASK,
+            )
+        except cv2.error:
+            return  # too few pixels of one kind for a colour model: keep the geometric mask
+        cut = ((label == cv2.GC_FGD) | (label == cv2.GC_PR_FGD)).astype(np.uint8)
+        cut = cv2.resize(cut, (roi_w, roi_h), interpolation=cv2.INTER_NEAREST).view(bool)
+        refined = geometric & cut
+        kept = np.count_nonzero(refined)
+        if kept >= (1.0 - cfg.max_trim_share) * np.count_nonzero(geometric):
+            mask[v0:v1, u0:u1] = refined
