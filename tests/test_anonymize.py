@@ -6,6 +6,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from realdata import PANDASET, PANDASET_VERSION, realdata_dir, requires_realdata
 
 from autolabel.anonymize.blur import (
     BlurConfig,
@@ -254,3 +255,27 @@ def test_centerface_finds_the_face_the_haar_cascade_finds():
     # No face in a sky-and-road gradient.
     empty = np.tile(np.linspace(40, 220, 256, dtype=np.uint8)[:, None, None], (1, 320, 3))
     assert len(CenterFaceDetector().detect(empty)[0]) == 0
+
+
+@requires_realdata(PANDASET)
+def test_pandaset_hand_labelled_plates_are_all_covered():
+    """Issue 21: on PandaSet-002's exact boxes, every hand-labelled readable plate (23 in
+    keyframes 0, 4, 10, 13; 4 and 13 were labelled after the margins were set) is >= 90 %
+    blurred, and the blurred share stays far below the old bands' 19 %."""
+    from pathlib import Path
+
+    from autolabel.anonymize import AnonymizeConfig
+    from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
+    from autolabel.release.anonymization_check import load_labels, measure_anonymization
+    from autolabel.release.writer import anonymization_boxes
+
+    nusc = open_dataset(realdata_dir(PANDASET), PANDASET_VERSION)
+    clip = read_clip(nusc, list_clips(nusc)[0], max_sweeps=1)
+    labels = load_labels(Path(__file__).parent / "data" / "pandaset_002_anonymization_labels.json")
+    cfg = AnonymizeConfig(learned_faces=False)
+    boxes, margins, sources = anonymization_boxes(clip, Path("/nonexistent"), cfg)
+    assert sources == ["dataset annotations"]
+    fig = measure_anonymization(clip, boxes, margins, labels, cfg)
+    assert fig.images == 24 and fig.plates == 23
+    assert fig.missed == [] and fig.plate_recall == 1.0 and fig.head_recall == 1.0
+    assert fig.blurred_fraction < 0.06
