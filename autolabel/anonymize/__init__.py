@@ -67,6 +67,9 @@ class AnonymizeConfig:
         use_tracks: use the run's tracks (``labels/tracking.json``), completed (``track_fill``).
         use_detections: use the run's detections (``labels/detection.json``) scoring at least
             ``detection_min_score``.
+        run_box_sigma_m: metres added to every side of the regions of the run's tracks and
+            detections, on top of ``geometric.position_sigma_m`` (estimated boxes are less sure
+            than annotations).
     """
 
     geometric: GeometricConfig = field(default_factory=GeometricConfig)
@@ -81,8 +84,11 @@ class AnonymizeConfig:
     track_fill: TrackFillConfig = field(default_factory=_run_track_fill)
     use_detections: bool = True
     detection_min_score: float = 0.0
+    run_box_sigma_m: float = 0.1
 
     def __post_init__(self) -> None:
+        if self.run_box_sigma_m < 0:
+            raise ValueError(f"run_box_sigma_m: must be >= 0, got {self.run_box_sigma_m!r}")
         if not 0.0 <= self.detection_min_score <= 1.0:
             raise ValueError(
                 f"detection_min_score: must be in [0, 1], got {self.detection_min_score!r}"
@@ -118,7 +124,7 @@ def anonymize_image(
     face_detector: CenterFaceDetector | None = None,
     extra_margin_m: np.ndarray | None = None,
 ) -> AnonymizedImage:
-    """Blur the plate bands and heads of the boxes and the faces CenterFace finds.
+    """Blur the plate patches and heads of the boxes and the faces CenterFace finds.
 
     Args:
         image_bgr: (H, W, 3) uint8, the camera image.

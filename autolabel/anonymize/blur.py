@@ -28,8 +28,9 @@ class BlurConfig:
         kernel_fraction: box-filter side as a fraction of the region's larger side.
         min_kernel_px: smallest kernel side, pixels (odd or even; levels double from it).
         max_kernel_px: largest kernel side, pixels.
-        margin_px: pixels added around every polygon before it is blurred (rasterization and
-            rounding; the regions carry their own uncertainty in metres).
+        margin_px: pixels added around every polygon before it is blurred (a pixel is inside when
+            its centre is, so a pixel the polygon's edge cuts may be left out: 1 px takes it in;
+            the regions carry their own uncertainty in metres).
         feather_fraction: width of the fade outside the core, as a fraction of the kernel side
             (at least 1 px; 0 for hard edges).
     """
@@ -37,7 +38,7 @@ class BlurConfig:
     kernel_fraction: float = 0.5
     min_kernel_px: int = 9
     max_kernel_px: int = 255
-    margin_px: int = 2
+    margin_px: int = 1
     feather_fraction: float = 0.25
 
     def __post_init__(self) -> None:

@@ -38,6 +38,8 @@ class AnonymizationFigures:
         car_sharp_median, car_sharp_p10: median and 10th percentile over (car, image) pairs of
             the share of the car's silhouette left sharp.
         cars: (car, image) pairs measured.
+        visible_sharp_median, visible_sharp_p10, visible_cars: the same over the part of each
+            car's silhouette where it is the nearest box (what occlusion leaves of it).
         seconds_per_image: anonymization time (reading the image not included).
         missed: the labelled boxes not covered (keyframe, camera, kind, box, blurred share).
     """
@@ -53,6 +55,9 @@ class AnonymizationFigures:
     car_sharp_median: float
     car_sharp_p10: float
     cars: int
+    visible_sharp_median: float
+    visible_sharp_p10: float
+    visible_cars: int
     seconds_per_image: float
     missed: list
 
@@ -105,16 +110,9 @@ def measure_anonymization(
             labels of these only.
     """
     frames = labels["checked_keyframes"] if keyframes is None else keyframes
-    kinds = ("plates", "faces", "heads")
-    hit = {k: 0 for k in kinds}
-    count = {k: 0 for k in kinds}
-    missed, sharp = [], []
-    blurred = pixels = 0
-    seconds = 0.0
-    images = 0
+    masks, seconds = {}, 0.0
     for f in frames:
         frame = clip.frames[f]
-        cars_gt = frame.ground_truth.boxes if frame.ground_truth is not None else boxes[f]
         for channel, cam in sorted(frame.cameras.items()):
             image = cv2.imread(str(cam.path), cv2.IMREAD_COLOR)
             if image is None:
@@ -124,30 +122,65 @@ def measure_anonymization(
                 image, cam, boxes[f], frame.timestamp_us, config, face_detector, margins[f]
             )
             seconds += time.perf_counter() - start
-            images += 1
-            blurred += int(anon.mask.sum())
-            pixels += anon.mask.size
+            masks[f, channel] = anon.mask
+    return figures_from_masks(clip, masks, labels, seconds, covered_fraction)
+
+
+def figures_from_masks(
+    clip: Clip,
+    masks: dict[tuple[int, str], np.ndarray],
+    labels: dict[str, Any],
+    seconds: float = float("nan"),
+    covered_fraction: float = 0.9,
+) -> AnonymizationFigures:
+    """The figures of blur masks of a clip's keyframe images (any anonymizer's).
+
+    Args:
+        clip: the clip; its annotations (or none) give the cars whose sharp share is measured.
+        masks: (H, W) bool blurred pixels by (keyframe index, camera channel); recall counts
+            the labels of these images only.
+        labels: :func:`load_labels`' result.
+        seconds: time the anonymizer took for all of them.
+        covered_fraction: a labelled box is covered when this share of it is blurred.
+    """
+    kinds = ("plates", "faces", "heads")
+    hit = {k: 0 for k in kinds}
+    count = {k: 0 for k in kinds}
+    missed, sharp, visible = [], [], []
+    blurred = pixels = 0
+    for (f, channel), mask in sorted(masks.items()):
+        frame = clip.frames[f]
+        cam = frame.cameras[channel]
+        blurred += int(mask.sum())
+        pixels += mask.size
+        if frame.ground_truth is not None:
             dt_s = (cam.timestamp_us - frame.timestamp_us) * 1e-6
-            sharp.append(vehicle_sharp_fraction(anon.mask, boxes_at_time(cars_gt, dt_s), cam))
-            for kind in kinds:
-                entries = [
-                    e for e in labels.get(kind, []) if e["keyframe"] == f and e["camera"] == channel
-                ]
-                if not entries:
-                    continue
-                share = box_blurred_fraction(anon.mask, np.array([e["box"] for e in entries]))
-                count[kind] += len(entries)
-                hit[kind] += int((share >= covered_fraction).sum())
-                for e, s in zip(entries, share, strict=True):
-                    if s < covered_fraction:
-                        missed.append((f, channel, kind, e["box"], round(float(s), 3)))
+            cars = boxes_at_time(frame.ground_truth.boxes, dt_s)
+            sharp.append(vehicle_sharp_fraction(mask, cars, cam))
+            visible.append(vehicle_sharp_fraction(mask, cars, cam, visible_only=True))
+        for kind in kinds:
+            entries = [
+                e for e in labels.get(kind, []) if e["keyframe"] == f and e["camera"] == channel
+            ]
+            if not entries:
+                continue
+            share = box_blurred_fraction(mask, np.array([e["box"] for e in entries]))
+            count[kind] += len(entries)
+            hit[kind] += int((share >= covered_fraction).sum())
+            for e, s in zip(entries, share, strict=True):
+                if s < covered_fraction:
+                    missed.append((f, channel, kind, e["box"], round(float(s), 3)))
     sharp_all = np.concatenate(sharp) if sharp else np.zeros(0)
+    visible_all = np.concatenate(visible) if visible else np.zeros(0)
 
     def recall(kind: str) -> float:
         return hit[kind] / count[kind] if count[kind] else float("nan")
 
+    def pct(values: np.ndarray, q: float) -> float:
+        return float(np.percentile(values, q)) if len(values) else float("nan")
+
     return AnonymizationFigures(
-        images=images,
+        images=len(masks),
         plate_recall=recall("plates"),
         face_recall=recall("faces"),
         head_recall=recall("heads"),
@@ -155,9 +188,12 @@ def measure_anonymization(
         faces=count["faces"],
         heads=count["heads"],
         blurred_fraction=blurred / max(pixels, 1),
-        car_sharp_median=float(np.median(sharp_all)) if len(sharp_all) else float("nan"),
-        car_sharp_p10=float(np.percentile(sharp_all, 10)) if len(sharp_all) else float("nan"),
+        car_sharp_median=pct(sharp_all, 50),
+        car_sharp_p10=pct(sharp_all, 10),
         cars=len(sharp_all),
-        seconds_per_image=seconds / max(images, 1),
+        visible_sharp_median=pct(visible_all, 50),
+        visible_sharp_p10=pct(visible_all, 10),
+        visible_cars=len(visible_all),
+        seconds_per_image=seconds / max(len(masks), 1),
         missed=missed,
     )
