@@ -279,3 +279,30 @@ def test_pandaset_hand_labelled_plates_are_all_covered():
     assert fig.images == 24 and fig.plates == 23
     assert fig.missed == [] and fig.plate_recall == 1.0 and fig.head_recall == 1.0
     assert fig.blurred_fraction < 0.06
+
+
+def test_car_sharp_share_of_the_visible_part_leaves_hidden_cars_out():
+    from pathlib import Path
+
+    from autolabel.anonymize.coverage import vehicle_sharp_fraction
+    from autolabel.clip import CameraImage
+
+    # Two 2 x 4 x 1.5 m cars on the optical axis, 10 m and 20 m ahead: the far one is hidden.
+    near = _box("car", 10.0, 0.0, (2.0, 4.0, 1.5))
+    far = _box("car", 20.0, 0.0, (2.0, 4.0, 1.5))
+    cars = Boxes3D.concatenate([near, far])
+    cam = CameraImage(Path("x.jpg"), CAMERA, SE3.identity(), 0)
+    # Blur the rows 300 .. 400.
+    mask = np.zeros((600, 800), bool)
+    mask[300:400] = True
+    whole = vehicle_sharp_fraction(mask, cars, cam)
+    visible = vehicle_sharp_fraction(mask, cars, cam, visible_only=True)
+    # Near car: nearest face at 8 m, far face at 12 m; its silhouette spans u 400 -+ 125 (8 m),
+    # v from 300 (the camera's height, z = 1.5 m) down to 300 + 500 * 1.5 / 8 = 393.75.
+    # Every pixel of it lies in rows 300 .. 393: all blurred.
+    assert len(whole) == 2 and np.allclose(whole, [0.0, 0.0], atol=0.02)
+    # Far car (faces at 18 and 22 m): v 300 .. 341.7, u 400 -+ 55.6, all inside the near car's
+    # silhouette, so with visible_only it has no pixel and is left out.
+    assert len(visible) == 1 and np.isclose(visible[0], whole[0])
+    mask[:] = False
+    assert vehicle_sharp_fraction(mask, cars, cam, visible_only=True).tolist() == [1.0]
