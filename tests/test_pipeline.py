@@ -88,7 +88,8 @@ def test_every_output_and_the_manifest(dataset, first_run):
         # Inputs: every sensor file the devkit lists for the scene.
         expected = _scene_input_files(nusc, name, config.read.max_sweeps)
         assert manifest["inputs"]["files"] == len(expected)
-        assert manifest["inputs"]["dataroot"] == str(root)
+        assert manifest["inputs"]["dataroot"] == str(Path(root).resolve())
+        assert len(manifest["inputs"]["file_sha256"]) == len(expected)
         assert manifest["config"] == config_to_dict(config)
         assert manifest["seed"] == config.seed
         assert manifest["versions"]["numpy"] == np.__version__

@@ -47,6 +47,8 @@ def built(tmp_path_factory):
 
 
 def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
+    """Issue 21: the default anonymizer (no learned faces) blurs every face and plate pixel the
+    generator drew, however small, with plate-sized patches: a small share of the image."""
     from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
     from autolabel.synth.ground_truth_files import load_image_ground_truth
 
@@ -70,12 +72,14 @@ def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
                 plate_hit += (gt.plate_mask & anon.mask).sum()
                 blurred += anon.mask.sum()
                 pixels += anon.mask.size
-                # Every blurred pixel differs from the raw image only inside the mask.
-                assert np.array_equal(anon.image_bgr[~anon.mask], image[~anon.mask])
+                # Pixels change only inside the mask and its feathered fringe (at most a quarter
+                # of the largest kernel wide).
+                far = cv2.distanceTransform((~anon.mask).astype(np.uint8), cv2.DIST_L2, 3) > 66
+                assert np.array_equal(anon.image_bgr[far], image[far])
     assert face > 0 and plate > 0
     assert face_hit == face, f"face recall {face_hit / face:.4f}"
     assert plate_hit == plate, f"plate recall {plate_hit / plate:.4f}"
-    assert blurred / pixels < 0.35
+    assert blurred / pixels < 0.08
 
 
 def test_clean_release_has_no_leaks_and_planted_leaks_are_found(built, tmp_path):

@@ -1,24 +1,29 @@
 """Anonymization of camera images: faces and licence plates blurred before anything is released.
 
-Two sources of regions, unioned: geometric (plate bands and heads from 3D boxes,
-:mod:`.geometric`, for any detector backend and without weights) and learned (faces found by
-CenterFace, :mod:`.learned_faces`). :func:`anonymize_image` blurs both (:mod:`.blur`).
+Regions come from 3D boxes (:mod:`.geometric`: plate-sized patches where plates are mounted, and
+heads, for any detector backend and without weights), refined by the image where the geometry is
+unsure (:mod:`.plate_finder`: the plate found inside a patch replaces it; a CenterFace face inside
+a head region replaces it), union the faces CenterFace finds anywhere (:mod:`.learned_faces`).
+:func:`anonymize_image` blurs them as feathered polygons (:mod:`.blur`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import cv2
 import numpy as np
 
 from autolabel.anonymize.blur import BlurConfig, blur_regions
 from autolabel.anonymize.geometric import (
+    SOURCE_HEAD,
     SOURCE_NAMES,
     BlurRegions,
     GeometricConfig,
     plate_and_head_regions,
 )
 from autolabel.anonymize.learned_faces import CenterFaceDetector, LearnedFaceConfig
+from autolabel.anonymize.plate_finder import PlateFinderConfig, refine_plate_regions
 from autolabel.anonymize.track_fill import TrackFillConfig, fill_track_gaps
 from autolabel.boxes import Boxes3D
 from autolabel.clip import CameraImage
@@ -31,6 +36,7 @@ __all__ = [
     "CenterFaceDetector",
     "GeometricConfig",
     "LearnedFaceConfig",
+    "PlateFinderConfig",
     "TrackFillConfig",
     "anonymize_image",
     "fill_track_gaps",
@@ -49,20 +55,28 @@ class AnonymizeConfig:
     """What is blurred and how.
 
     Attributes:
-        geometric: plate-band and head regions from 3D boxes.
+        geometric: plate-patch and head regions from 3D boxes.
+        plate_finder: finding the plate inside a plate patch.
         learned_faces: also run CenterFace (``learned``) on every image.
         learned: CenterFace settings.
+        face_replaces_head_score: a CenterFace face scoring at least this whose centre lies in a
+            head region is blurred in place of that region (1.01: never).
         blur: kernel sizes.
         use_annotations: use the dataset's own annotations as boxes where it has them (nuScenes
             trainval, synthetic data), completed along their instances (``annotation_fill``).
         use_tracks: use the run's tracks (``labels/tracking.json``), completed (``track_fill``).
         use_detections: use the run's detections (``labels/detection.json``) scoring at least
             ``detection_min_score``.
+        run_box_sigma_m: metres added to every side of the regions of the run's tracks and
+            detections, on top of ``geometric.position_sigma_m`` (estimated boxes are less sure
+            than annotations).
     """
 
     geometric: GeometricConfig = field(default_factory=GeometricConfig)
+    plate_finder: PlateFinderConfig = field(default_factory=PlateFinderConfig)
     learned_faces: bool = True
     learned: LearnedFaceConfig = field(default_factory=LearnedFaceConfig)
+    face_replaces_head_score: float = 0.5
     blur: BlurConfig = field(default_factory=BlurConfig)
     use_annotations: bool = True
     annotation_fill: TrackFillConfig = field(default_factory=TrackFillConfig)
@@ -70,8 +84,11 @@ class AnonymizeConfig:
     track_fill: TrackFillConfig = field(default_factory=_run_track_fill)
     use_detections: bool = True
     detection_min_score: float = 0.0
+    run_box_sigma_m: float = 0.1
 
     def __post_init__(self) -> None:
+        if self.run_box_sigma_m < 0:
+            raise ValueError(f"run_box_sigma_m: must be >= 0, got {self.run_box_sigma_m!r}")
         if not 0.0 <= self.detection_min_score <= 1.0:
             raise ValueError(
                 f"detection_min_score: must be in [0, 1], got {self.detection_min_score!r}"
@@ -85,7 +102,7 @@ class AnonymizedImage:
     Attributes:
         image_bgr: (H, W, 3) uint8.
         mask: (H, W) bool, the blurred pixels.
-        regions: the rectangles that were blurred.
+        regions: the polygons that were blurred.
     """
 
     image_bgr: np.ndarray
@@ -93,7 +110,7 @@ class AnonymizedImage:
     regions: BlurRegions
 
     def counts(self) -> dict[str, int]:
-        """Regions per source (``plate``, ``head``, ``learned_face``)."""
+        """Regions per source (``plate``, ``head``, ``learned_face``, ``found_plate``)."""
         n = np.bincount(self.regions.source.astype(np.int64), minlength=len(SOURCE_NAMES))
         return {name: int(n[i]) for i, name in enumerate(SOURCE_NAMES)}
 
@@ -107,7 +124,7 @@ def anonymize_image(
     face_detector: CenterFaceDetector | None = None,
     extra_margin_m: np.ndarray | None = None,
 ) -> AnonymizedImage:
-    """Blur the plate bands and heads of the boxes and the faces CenterFace finds.
+    """Blur the plate patches and heads of the boxes and the faces CenterFace finds.
 
     Args:
         image_bgr: (H, W, 3) uint8, the camera image.
@@ -127,15 +144,35 @@ def anonymize_image(
             f"{cal.width_px}x{cal.height_px}"
         )
     dt_s = (camera_image.timestamp_us - boxes_time_us) * 1e-6
-    parts = [
-        plate_and_head_regions(
-            boxes_global, cal, camera_image.global_SE3_ego, dt_s, cfg.geometric, extra_margin_m
-        )
-    ]
+    geometric = plate_and_head_regions(
+        boxes_global, cal, camera_image.global_SE3_ego, dt_s, cfg.geometric, extra_margin_m
+    )
+    geometric, _ = refine_plate_regions(img, geometric, cfg.plate_finder)
+    parts = [geometric]
     if cfg.learned_faces:
         if face_detector is None:
             raise ValueError("anonymize_image: learned_faces is on but no face_detector was given")
-        parts.append(face_detector.regions(img))
+        faces, scores = face_detector.scored_regions(img)
+        geometric = _heads_without_found_faces(
+            geometric, faces, scores, cfg.face_replaces_head_score
+        )
+        parts = [geometric, faces]
     regions = BlurRegions.concatenate(parts)
     out, mask = blur_regions(img, regions, cfg.blur)
     return AnonymizedImage(out, mask, regions)
+
+
+def _heads_without_found_faces(
+    regions: BlurRegions, face_regions: BlurRegions, scores: np.ndarray, min_score: float
+) -> BlurRegions:
+    """The regions less the head regions that hold the centre of a face scoring >= min_score."""
+    heads = np.flatnonzero(regions.source == SOURCE_HEAD)
+    sure = face_regions.polygon_px[scores >= min_score]
+    if len(heads) == 0 or len(sure) == 0:
+        return regions
+    centres = sure[:, :4].mean(axis=1)
+    drop = np.zeros(len(regions), bool)
+    for i in heads:  # a few heads per image
+        poly = regions.polygon_px[i].astype(np.float32)
+        drop[i] = any(cv2.pointPolygonTest(poly, (float(x), float(y)), False) >= 0 for x, y in centres)  # fmt: skip
+    return regions[~drop]

