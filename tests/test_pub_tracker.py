@@ -153,9 +153,45 @@ def test_stationary_object_one_track_zero_velocity():
         f.velocity_mps[:] = rng.normal(0, 0.2, size=(len(f), 2))
     tracked = _track(frames)
     assert {int(t.track_id[0]) for t in tracked} == {0}
-    speed = np.linalg.norm(np.concatenate([t.velocity_mps for t in tracked]), axis=1)
-    # Least-squares slope over 5 samples 0.5 s apart of 0.1 m noise: std 0.1/sqrt(2.5) = 0.063.
+    # The detector gave a velocity in every frame: it is what the track reports.
+    np.testing.assert_array_equal(
+        np.concatenate([t.velocity_mps for t in tracked]),
+        np.concatenate([f.velocity_mps for f in frames]),
+    )
+    # Without detector velocity, the least-squares slope over 5 samples 0.5 s apart of 0.1 m
+    # noise (std 0.1/sqrt(2.5) = 0.063 per axis) stays small.
+    for f in frames:
+        f.velocity_mps[:] = np.nan
+    speed = np.linalg.norm(np.concatenate([t.velocity_mps for t in _track(frames)]), axis=1)
     assert speed.max() < 0.4
+
+
+def test_finite_detector_velocity_is_kept_where_the_slope_lags():
+    # A car at 10 m/s stops at x = 10 m (t = 1 s); the detector measures 10, 10, 10, 0, 0, 0 m/s
+    # but gives no velocity in frame 1. Centres x = 0, 5, 10, 10, 10, 10 m, every 0.5 s.
+    x = [0.0, 5.0, 10.0, 10.0, 10.0, 10.0]
+    vx = [10.0, np.nan, 10.0, 0.0, 0.0, 0.0]
+    frames = [
+        Boxes3D(
+            center_m=[[xi, 0.0, 1.0]],
+            size_wlh_m=[[1.8, 4.5, 1.6]],
+            yaw_rad=[0.0],
+            velocity_mps=[[vi, 0.0 if np.isfinite(vi) else np.nan]],
+            label=[class_index("car")],
+            score=[0.9],
+        )
+        for xi, vi in zip(x, vx, strict=True)
+    ]
+    tracked = _track(frames)
+    assert {int(t.track_id[0]) for t in tracked} == {0}
+    velocity = np.concatenate([t.velocity_mps for t in tracked])
+    # Frame 1 has no detector velocity: the slope over frames 0-3 (half window 2, cut at the
+    # start), t = 0, .5, 1, 1.5 s, x = 0, 5, 10, 10 m: mean t 0.75, mean x 6.25,
+    # sum dt*dx = 4.6875 + 0.3125 + 0.9375 + 2.8125 = 8.75, sum dt^2 = 1.25: 7.0 m/s.
+    # The others keep the detector's: the stopped car stays at 0 where the slope over frames 1-5
+    # (x = 5, 10, 10, 10, 10 m) would say 5 / 2.5 = 2.0 m/s in frame 3.
+    np.testing.assert_allclose(velocity[:, 0], [10.0, 7.0, 10.0, 0.0, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_array_equal(velocity[:, 1], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def test_object_leaving_and_reentering_gets_a_new_id():

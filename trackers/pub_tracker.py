@@ -126,7 +126,7 @@ class PubTrackerConfig:
             dropped); 0 keeps CenterPoint's behaviour of starting a track for every detection.
         static_classes: classes tracked as static objects (their velocity is taken as zero).
         velocity_half_window: half width, in observations, of the least-squares window used for
-            the output velocity of each observation (see ``trackers.velocity``).
+            the output velocity of observations whose detector gave none (``trackers.velocity``).
         track_score_length: every box of a track is scored by the track's evidence, the mean
             detection score of its boxes times ``1 - exp(-boxes / track_score_length)``, so a
             long, confidently detected track outranks a short one made of the same scores (the
@@ -476,8 +476,9 @@ class PubTracker:
         Returns:
             F box sets in the global frame: the detections that were matched to a track or started
             one, in their input order, with ``track_id`` >= 0 (ids from 0, unique within the clip)
-            and ``velocity_mps`` estimated from the track (``trackers.velocity``; zero for static
-            classes; the detector's own velocity, or NaN, for a track observed once); ``score``
+            and ``velocity_mps`` the detector's where it is finite, else estimated from the track
+            (``trackers.velocity``; NaN for a track observed once), zero for static classes;
+            ``score``
             is the track's (``track_scores``) unless ``track_score_length`` is 0.
         """
         times = np.asarray(timestamps_s, dtype=np.float64)
@@ -519,15 +520,17 @@ class PubTracker:
         tracked = clip[kept]
         tracked.track_id = ids[kept]
         frame_of = np.repeat(np.arange(len(times)), counts)[kept]
-        # Velocity from the whole track; a track seen once keeps the detector's (or NaN).
-        track_velocity = track_velocities_mps(
+        # The detector's velocity where it gives one: it measures the object at that keyframe,
+        # where a slope over neighbouring observations lags at stops, turns and track ends.
+        # Where it gives none, the track's local slope (NaN for a track seen once).
+        slope = track_velocities_mps(
             tracked.track_id,
             times[frame_of],
             tracked.center_m[:, :2],
             self.config.velocity_half_window,
         )
-        once = np.isnan(track_velocity).any(axis=1)
-        track_velocity[once] = tracked.velocity_mps[once]
+        measured = np.isfinite(tracked.velocity_mps).all(axis=1)
+        track_velocity = np.where(measured[:, None], tracked.velocity_mps, slope)
         track_velocity[is_static[kept]] = 0.0
         tracked.velocity_mps = track_velocity
         if self.config.track_score_length > 0:
