@@ -456,3 +456,59 @@ def test_tracked_boxes_carry_their_track_score_or_the_detection_score():
     np.testing.assert_allclose([t.score[0] for t in plain], [0.6, 0.2, 0.6, 0.6], rtol=1e-6)
     with pytest.raises(ValueError, match="track_score_length"):
         PubTrackerConfig(track_score_length=-1)
+
+
+SMALL = (("pedestrian", "bicycle", "motorcycle", "traffic_cone"),)
+
+
+def _relabelled(labels: list[str], offset_m: float = 0.0) -> list[Boxes3D]:
+    """One object at 5 m/s along x, detected with velocity, under the given class per frame;
+    frame 2's detection is moved ``offset_m`` sideways."""
+    frames = _frames([{"start": (0.0, 0.0), "vel": (5.0, 0.0)}], len(labels))
+    for f, name in enumerate(labels):
+        frames[f].label[:] = class_index(name)
+    frames[2].center_m[0, 1] += offset_m
+    return frames
+
+
+def test_class_groups_let_a_relabelled_object_keep_its_track():
+    frames = _relabelled(["motorcycle", "motorcycle", "pedestrian", "bicycle", "motorcycle"])
+    # Per class (CenterPoint): the pedestrian and bicycle detections start their own tracks;
+    # the motorcycle track coasts and takes frame 4 back.
+    ids = [int(t.track_id[0]) for t in _track(frames)]
+    assert ids == [0, 0, 1, 2, 0]
+    grouped = _track(frames, PubTrackerConfig(class_groups=SMALL))
+    assert [int(t.track_id[0]) for t in grouped] == [0, 0, 0, 0, 0]
+    # Each box keeps its detection's class: the refine stage votes the track's.
+    assert [int(t.label[0]) for t in grouped] == [int(f.label[0]) for f in frames]
+
+
+def test_class_groups_use_the_smaller_gate_and_keep_groups_apart():
+    # 1.5 m off the motorcycle track's prediction: inside the motorcycle gate (13 m) but not the
+    # pedestrian's (1 m), which a pedestrian detection must meet to continue it.
+    frames = _relabelled(["motorcycle", "motorcycle", "pedestrian"], offset_m=1.5)
+    assert [int(t.track_id[0]) for t in _track(frames, PubTrackerConfig(class_groups=SMALL))] == [
+        0,
+        0,
+        1,
+    ]
+    # A car never continues a grouped class's track (cars are not in the group).
+    frames = _relabelled(["motorcycle", "motorcycle", "car"])
+    assert [int(t.track_id[0]) for t in _track(frames, PubTrackerConfig(class_groups=SMALL))] == [
+        0,
+        0,
+        1,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ("car", "lists of class names"),
+        ([["car", "lorry"]], "unknown class 'lorry'"),
+        ([["car", "truck"], ["truck"]], "'truck' is in two groups"),
+    ],
+)
+def test_class_groups_are_validated(groups, message):
+    with pytest.raises(ValueError, match=message):
+        PubTrackerConfig(class_groups=groups)

@@ -133,6 +133,12 @@ class PubTrackerConfig:
             labeller sees the whole clip); 0 (the default) keeps each box's detection score
             (CenterPoint). The pipeline's ``refine`` stage scores tracks this way itself, from
             the detection scores; set it here for ``refine: none``.
+        class_groups: groups of classes whose detections may continue each other's tracks
+            (within the smaller of the two classes' gates); a track takes the class of its
+            latest detection. A size-based detector calls one motorcycle a motorcycle, bicycle,
+            pedestrian or cone from frame to frame: grouped, it stays one track and the
+            ``refine`` stage votes its class. Empty (default): a track keeps its class
+            (CenterPoint).
     """
 
     max_age: int = 40
@@ -144,6 +150,7 @@ class PubTrackerConfig:
     static_classes: tuple[str, ...] = DEFAULT_STATIC_CLASSES
     velocity_half_window: int = 2
     track_score_length: float = 0.0
+    class_groups: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_age) or self.max_age < 1:
@@ -173,6 +180,24 @@ class PubTrackerConfig:
                     f"PubTrackerConfig.static_classes: unknown class {name!r}; "
                     f"expected names from {DETECTION_CLASSES}"
                 )
+        if isinstance(self.class_groups, str) or any(isinstance(g, str) for g in self.class_groups):
+            raise ValueError(
+                "PubTrackerConfig.class_groups: expected a list of lists of class names"
+            )
+        self.class_groups = tuple(tuple(g) for g in self.class_groups)
+        seen: set[str] = set()
+        for names in self.class_groups:
+            for name in names:
+                if name not in DETECTION_CLASSES:
+                    raise ValueError(
+                        f"PubTrackerConfig.class_groups: unknown class {name!r}; "
+                        f"expected names from {DETECTION_CLASSES}"
+                    )
+                if name in seen:
+                    raise ValueError(
+                        f"PubTrackerConfig.class_groups: class {name!r} is in two groups"
+                    )
+                seen.add(name)
         length = self.track_score_length
         if isinstance(length, bool) or not isinstance(length, (int, float)) or not length >= 0:
             raise ValueError(
@@ -255,6 +280,7 @@ def frame_distances(
     dt_s: float,
     gate_m: np.ndarray,
     max_speed_mps: np.ndarray,
+    class_group: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distances and allowed pairs between one keyframe's detections and the live tracks.
 
@@ -281,9 +307,12 @@ def frame_distances(
         track_unseen_s: (M,) seconds from the last match to this keyframe.
         dt_s: seconds since the previous keyframe.
         gate_m, max_speed_mps: (C,) per class.
+        class_group: (C,) group of each class: a detection may continue a track of its own class,
+            or of another class of its group within the smaller of the two classes' gates.
 
     Returns:
-        (N, M) float64 distances in metres, (N, M) bool allowed (same class, within the gate).
+        (N, M) float64 distances in metres, (N, M) bool allowed (same class or group, within the
+        gate).
     """
     n, m = center_xy_m.shape[0], track_xy_m.shape[0]
     dist = np.empty((n, m))
@@ -293,7 +322,13 @@ def frame_distances(
         has_velocity = np.isfinite(vx) and np.isfinite(vy)
         x, y = center_xy_m[i, 0], center_xy_m[i, 1]
         for j in range(m):
-            limit = gate_m[label[i]]
+            if label[i] == track_label[j]:
+                limit = gate_m[label[i]]
+            elif class_group[label[i]] == class_group[track_label[j]]:
+                limit = min(gate_m[label[i]], gate_m[track_label[j]])
+            else:
+                dist[i, j] = np.inf
+                continue
             unseen = track_unseen_s[j]
             if has_velocity and track_velocity_known[j] and not track_missed[j]:
                 dx = x - vx * dt_s - track_xy_m[j, 0]
@@ -311,7 +346,7 @@ def frame_distances(
                     limit = limit + max_speed_mps[label[i]] * unseen
             d = np.sqrt(dx * dx + dy * dy)
             dist[i, j] = d
-            allowed[i, j] = label[i] == track_label[j] and d <= limit
+            allowed[i, j] = d <= limit
     return dist, allowed
 
 
@@ -327,6 +362,7 @@ def associate_clip(
     max_speed_mps: np.ndarray,
     max_age: int,
     new_track_min_score: float,
+    class_group: np.ndarray,
 ) -> np.ndarray:
     """Track ids of a whole clip's detections (the association; see the module docstring).
 
@@ -337,6 +373,8 @@ def associate_clip(
             for static classes).
         label: (N,) int64 class indices; score: (N,) float64.
         gate_m, max_speed_mps: (C,) per class; max_age, new_track_min_score: as in the config.
+        class_group: (C,) group of each class (``frame_distances``); a track takes the class of
+            its latest detection.
 
     Returns:
         (N,) int64 track ids (from 0, in order of creation), -1 for dropped detections.
@@ -373,6 +411,7 @@ def associate_clip(
             dt_s,
             gate_m,
             max_speed_mps,
+            class_group,
         )
         order = detection_order(score[s:e], dist, allowed)
         match = greedy_match(dist, allowed, order)
@@ -384,6 +423,7 @@ def associate_clip(
             tr = tracks[match[i]]
             matched[match[i]] = True
             ids[d] = tr
+            t_label[tr] = label[d]
             vx, vy = velocity_mps[d, 0], velocity_mps[d, 1]
             if np.isfinite(vx) and np.isfinite(vy):
                 t_velocity[tr, 0] = vx
@@ -462,6 +502,11 @@ class PubTracker:
         self._max_speed_mps = np.array(
             [self.config.max_speed_mps[name] for name in DETECTION_CLASSES], dtype=np.float64
         )
+        # Each class its own group unless ``class_groups`` joins it with others.
+        group = np.arange(len(DETECTION_CLASSES), dtype=np.int64)
+        for k, names in enumerate(self.config.class_groups):
+            group[[DETECTION_CLASSES.index(name) for name in names]] = len(DETECTION_CLASSES) + k
+        self._class_group = group
         self._is_static = np.array(
             [name in self.config.static_classes for name in DETECTION_CLASSES], dtype=bool
         )
@@ -514,6 +559,7 @@ class PubTracker:
             self._max_speed_mps,
             self.config.max_age,
             self.config.new_track_min_score,
+            self._class_group,
         )
 
         kept = ids >= 0
