@@ -475,7 +475,7 @@ def test_class_groups_let_a_relabelled_object_keep_its_track():
     frames = _relabelled(["motorcycle", "motorcycle", "pedestrian", "bicycle", "motorcycle"])
     # Per class (CenterPoint): the pedestrian and bicycle detections start their own tracks;
     # the motorcycle track coasts and takes frame 4 back.
-    ids = [int(t.track_id[0]) for t in _track(frames)]
+    ids = [int(t.track_id[0]) for t in _track(frames, PubTrackerConfig(class_groups=()))]
     assert ids == [0, 0, 1, 2, 0]
     grouped = _track(frames, PubTrackerConfig(class_groups=SMALL))
     assert [int(t.track_id[0]) for t in grouped] == [0, 0, 0, 0, 0]

@@ -13,6 +13,7 @@ import io
 import numpy as np
 import pytest
 
+from autolabel.classes import DETECTION_CLASSES
 from autolabel.evaluation.detection import evaluate_detection
 from autolabel.nuscenes_reader import open_dataset, read_clip
 from autolabel.refine import refine_tracks
@@ -54,9 +55,15 @@ def test_refined_tracks_beat_the_online_chain_on_pandaset(pandaset_chains, tmp_p
     car_before, car_after = before["mean_dist_aps"]["car"], after["mean_dist_aps"]["car"]
     aoe_before = before["label_tp_errors"]["car"]["orient_err"]
     aoe_after = after["label_tp_errors"]["car"]["orient_err"]
-    # Measured: car AP 0.43 -> 0.51, car AOE 1.37 -> 0.43 rad.
-    assert car_after >= 0.47 and car_after > car_before
-    assert aoe_after <= 0.6 and aoe_after < aoe_before
+    # Measured (these two sweeps): car AP 0.45 -> 0.53, car AOE 0.43 -> 0.25 rad.
+    assert car_after >= 0.50 and car_after > car_before
+    assert aoe_after <= 0.35 and aoe_after < aoe_before
+    # Over the 7 classes present: 0.205 (car 0.53, truck 0.07, motorcycle 0.83). The motorcycle,
+    # seen as motorcycle, bicycle, pedestrian or cone from frame to frame, is one track only
+    # with the tracker's class groups (bench_offboard's 10 sweeps: its AP 0.03 -> 0.23).
+    present = {DETECTION_CLASSES[c] for f in clip.frames for c in f.ground_truth.boxes.label}
+    assert len(present) == 7
+    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.17
     # Tracks per ground-truth object: 3.6 before, 1.06 after.
     objects = len({t for f in clip.frames for t in f.ground_truth.boxes.track_id})
     assert summary.tracks_in > 3 * objects
