@@ -512,3 +512,19 @@ def test_class_groups_use_the_smaller_gate_and_keep_groups_apart():
 def test_class_groups_are_validated(groups, message):
     with pytest.raises(ValueError, match=message):
         PubTrackerConfig(class_groups=groups)
+
+
+def test_pipeline_groups_small_classes_only_when_refine_votes_the_class():
+    from autolabel.config import PipelineConfig
+    from autolabel.stages import Models
+    from trackers.pub_tracker import REFINE_CLASS_GROUPS
+
+    def groups(**kwargs):
+        return Models(PipelineConfig(**kwargs)).tracker().config.class_groups
+
+    assert groups(detector="lidar") == REFINE_CLASS_GROUPS
+    # One class per track where the tracker's boxes are the labels.
+    assert groups(detector="lidar", refine="none") == ()
+    assert groups(detector="gt") == ()
+    # The user's choice wins.
+    assert groups(detector="lidar", tracker_options={"class_groups": []}) == ()

@@ -23,6 +23,7 @@ from detectors import get_detector
 from detectors.detection_results import submission_meta, write_detection_submission
 from tests.realdata import PANDASET, PANDASET_VERSION, realdata_dir, requires_realdata
 from trackers import get_tracker
+from trackers.pub_tracker import REFINE_CLASS_GROUPS
 
 pytestmark = requires_realdata(PANDASET)
 
@@ -34,7 +35,8 @@ def pandaset_chains():
     clip = read_clip(nusc, "pandaset-002", max_sweeps=2)
     times = np.array([f.time_s for f in clip.frames])
     dets = get_detector("lidar", None).detect_frames(clip.frames)
-    tracks = get_tracker("pub", None).track_clip(times, dets)
+    # As the pipeline tracks for the refine stage (class groups).
+    tracks = get_tracker("pub", {"class_groups": REFINE_CLASS_GROUPS}).track_clip(times, dets)
     evidence = gather_point_evidence(clip, tracks)
     refined, summary = refine_tracks(times, tracks, None, evidence, ego_xy_yaw(clip))
     return root, nusc, clip, dets, tracks, refined, summary

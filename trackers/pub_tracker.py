@@ -71,8 +71,9 @@ DEFAULT_MAX_SPEED_MPS: dict[str, float] = {
     "barrier": 0.0,
 }
 #: Small road users a size-based detector confuses from frame to frame (one motorcycle is seen
-#: as a motorcycle, bicycle, pedestrian or cone): they may continue each other's tracks.
-DEFAULT_CLASS_GROUPS: tuple[tuple[str, ...], ...] = (
+#: as a motorcycle, bicycle, pedestrian or cone): the pipeline lets them continue each other's
+#: tracks when the ``refine`` stage follows to vote each track's class.
+REFINE_CLASS_GROUPS: tuple[tuple[str, ...], ...] = (
     ("pedestrian", "bicycle", "motorcycle", "traffic_cone"),
 )
 #: Classes the nuScenes tracking benchmark does not score; tracked with zero velocity.
@@ -142,11 +143,11 @@ class PubTrackerConfig:
             (within the smaller of the two classes' gates); a track takes the class of its
             latest detection. A size-based detector calls one motorcycle a motorcycle, bicycle,
             pedestrian or cone from frame to frame: grouped, it stays one track and the
-            ``refine`` stage votes its class. Default ``DEFAULT_CLASS_GROUPS``, chosen on
-            synthetic seed 5 with the LiDAR detector and refine (mAP 0.434 -> 0.438, mAVE 0.20
-            -> 0.16, AMOTA unchanged; the tracker alone 0.398 -> 0.397); vehicles are not
-            grouped (on PandaSet-002 that cost car AP and AOE). Empty: a track keeps its class
-            (CenterPoint).
+            ``refine`` stage votes its class. Empty (default): a track keeps its class
+            (CenterPoint), which ``refine: none`` needs (one class per track). With ``refine``
+            on, the pipeline uses ``REFINE_CLASS_GROUPS``, chosen on synthetic seed 5 with the
+            LiDAR detector (refined mAP 0.434 -> 0.438, mAVE 0.20 -> 0.16, AMOTA unchanged);
+            vehicles are not grouped (on PandaSet-002 that cost car AP and AOE).
     """
 
     max_age: int = 40
@@ -158,7 +159,7 @@ class PubTrackerConfig:
     static_classes: tuple[str, ...] = DEFAULT_STATIC_CLASSES
     velocity_half_window: int = 2
     track_score_length: float = 0.0
-    class_groups: tuple[tuple[str, ...], ...] = DEFAULT_CLASS_GROUPS
+    class_groups: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_age) or self.max_age < 1:
