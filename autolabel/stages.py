@@ -73,6 +73,12 @@ def check_sweeps_read(detector: str, earlier_sweeps: int, max_sweeps: int) -> No
         )
 
 
+def refined_chain(config) -> bool:
+    """Whether the ``refine`` stage refines this run's tracks (not with ``refine: none``, nor
+    with ground-truth replay, whose tracks are the annotations)."""
+    return config.refine != "none" and config.detector != "gt"
+
+
 class Models:
     """Backends built once per process (a local run, a Ray actor) and reused for every clip.
 
@@ -106,7 +112,14 @@ class Models:
         if self._tracker is None:
             from trackers import get_tracker
 
-            self._tracker = get_tracker(self.config.tracker, self.config.tracker_options)
+            options = dict(self.config.tracker_options)
+            if self.config.tracker == "pub" and refined_chain(self.config):
+                # The refine stage votes one class per track: small road users a detector
+                # confuses frame to frame may continue each other's tracks.
+                from trackers.pub_tracker import REFINE_CLASS_GROUPS
+
+                options.setdefault("class_groups", [list(g) for g in REFINE_CLASS_GROUPS])
+            self._tracker = get_tracker(self.config.tracker, options)
         return self._tracker
 
     def segmenter(self):
@@ -208,7 +221,7 @@ def refine_stage(ctx: StageContext) -> StageResult:
     (what ``autolabel eval det|track`` score); the online files are kept beside them. With
     ``refine: none``, or with the ``gt`` detector (ground-truth replay, the reference other runs
     are compared with, is kept as annotated), nothing changes and nothing is written."""
-    if ctx.config.refine == "none" or ctx.config.detector == "gt":
+    if not refined_chain(ctx.config):
         return {"refined": 0}, []
     from autolabel.config import dataclass_from_mapping
     from autolabel.refine import RefineConfig, refine_tracks

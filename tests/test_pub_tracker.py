@@ -153,9 +153,45 @@ def test_stationary_object_one_track_zero_velocity():
         f.velocity_mps[:] = rng.normal(0, 0.2, size=(len(f), 2))
     tracked = _track(frames)
     assert {int(t.track_id[0]) for t in tracked} == {0}
-    speed = np.linalg.norm(np.concatenate([t.velocity_mps for t in tracked]), axis=1)
-    # Least-squares slope over 5 samples 0.5 s apart of 0.1 m noise: std 0.1/sqrt(2.5) = 0.063.
+    # The detector gave a velocity in every frame: it is what the track reports.
+    np.testing.assert_array_equal(
+        np.concatenate([t.velocity_mps for t in tracked]),
+        np.concatenate([f.velocity_mps for f in frames]),
+    )
+    # Without detector velocity, the least-squares slope over 5 samples 0.5 s apart of 0.1 m
+    # noise (std 0.1/sqrt(2.5) = 0.063 per axis) stays small.
+    for f in frames:
+        f.velocity_mps[:] = np.nan
+    speed = np.linalg.norm(np.concatenate([t.velocity_mps for t in _track(frames)]), axis=1)
     assert speed.max() < 0.4
+
+
+def test_finite_detector_velocity_is_kept_where_the_slope_lags():
+    # A car at 10 m/s stops at x = 10 m (t = 1 s); the detector measures 10, 10, 10, 0, 0, 0 m/s
+    # but gives no velocity in frame 1. Centres x = 0, 5, 10, 10, 10, 10 m, every 0.5 s.
+    x = [0.0, 5.0, 10.0, 10.0, 10.0, 10.0]
+    vx = [10.0, np.nan, 10.0, 0.0, 0.0, 0.0]
+    frames = [
+        Boxes3D(
+            center_m=[[xi, 0.0, 1.0]],
+            size_wlh_m=[[1.8, 4.5, 1.6]],
+            yaw_rad=[0.0],
+            velocity_mps=[[vi, 0.0 if np.isfinite(vi) else np.nan]],
+            label=[class_index("car")],
+            score=[0.9],
+        )
+        for xi, vi in zip(x, vx, strict=True)
+    ]
+    tracked = _track(frames)
+    assert {int(t.track_id[0]) for t in tracked} == {0}
+    velocity = np.concatenate([t.velocity_mps for t in tracked])
+    # Frame 1 has no detector velocity: the slope over frames 0-3 (half window 2, cut at the
+    # start), t = 0, .5, 1, 1.5 s, x = 0, 5, 10, 10 m: mean t 0.75, mean x 6.25,
+    # sum dt*dx = 4.6875 + 0.3125 + 0.9375 + 2.8125 = 8.75, sum dt^2 = 1.25: 7.0 m/s.
+    # The others keep the detector's: the stopped car stays at 0 where the slope over frames 1-5
+    # (x = 5, 10, 10, 10, 10 m) would say 5 / 2.5 = 2.0 m/s in frame 3.
+    np.testing.assert_allclose(velocity[:, 0], [10.0, 7.0, 10.0, 0.0, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_array_equal(velocity[:, 1], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def test_object_leaving_and_reentering_gets_a_new_id():
@@ -420,3 +456,75 @@ def test_tracked_boxes_carry_their_track_score_or_the_detection_score():
     np.testing.assert_allclose([t.score[0] for t in plain], [0.6, 0.2, 0.6, 0.6], rtol=1e-6)
     with pytest.raises(ValueError, match="track_score_length"):
         PubTrackerConfig(track_score_length=-1)
+
+
+SMALL = (("pedestrian", "bicycle", "motorcycle", "traffic_cone"),)
+
+
+def _relabelled(labels: list[str], offset_m: float = 0.0) -> list[Boxes3D]:
+    """One object at 5 m/s along x, detected with velocity, under the given class per frame;
+    frame 2's detection is moved ``offset_m`` sideways."""
+    frames = _frames([{"start": (0.0, 0.0), "vel": (5.0, 0.0)}], len(labels))
+    for f, name in enumerate(labels):
+        frames[f].label[:] = class_index(name)
+    frames[2].center_m[0, 1] += offset_m
+    return frames
+
+
+def test_class_groups_let_a_relabelled_object_keep_its_track():
+    frames = _relabelled(["motorcycle", "motorcycle", "pedestrian", "bicycle", "motorcycle"])
+    # Per class (CenterPoint): the pedestrian and bicycle detections start their own tracks;
+    # the motorcycle track coasts and takes frame 4 back.
+    ids = [int(t.track_id[0]) for t in _track(frames, PubTrackerConfig(class_groups=()))]
+    assert ids == [0, 0, 1, 2, 0]
+    grouped = _track(frames, PubTrackerConfig(class_groups=SMALL))
+    assert [int(t.track_id[0]) for t in grouped] == [0, 0, 0, 0, 0]
+    # Each box keeps its detection's class: the refine stage votes the track's.
+    assert [int(t.label[0]) for t in grouped] == [int(f.label[0]) for f in frames]
+
+
+def test_class_groups_use_the_smaller_gate_and_keep_groups_apart():
+    # 1.5 m off the motorcycle track's prediction: inside the motorcycle gate (13 m) but not the
+    # pedestrian's (1 m), which a pedestrian detection must meet to continue it.
+    frames = _relabelled(["motorcycle", "motorcycle", "pedestrian"], offset_m=1.5)
+    assert [int(t.track_id[0]) for t in _track(frames, PubTrackerConfig(class_groups=SMALL))] == [
+        0,
+        0,
+        1,
+    ]
+    # A car never continues a grouped class's track (cars are not in the group).
+    frames = _relabelled(["motorcycle", "motorcycle", "car"])
+    assert [int(t.track_id[0]) for t in _track(frames, PubTrackerConfig(class_groups=SMALL))] == [
+        0,
+        0,
+        1,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ("car", "lists of class names"),
+        ([["car", "lorry"]], "unknown class 'lorry'"),
+        ([["car", "truck"], ["truck"]], "'truck' is in two groups"),
+    ],
+)
+def test_class_groups_are_validated(groups, message):
+    with pytest.raises(ValueError, match=message):
+        PubTrackerConfig(class_groups=groups)
+
+
+def test_pipeline_groups_small_classes_only_when_refine_votes_the_class():
+    from autolabel.config import PipelineConfig
+    from autolabel.stages import Models
+    from trackers.pub_tracker import REFINE_CLASS_GROUPS
+
+    def groups(**kwargs):
+        return Models(PipelineConfig(**kwargs)).tracker().config.class_groups
+
+    assert groups(detector="lidar") == REFINE_CLASS_GROUPS
+    # One class per track where the tracker's boxes are the labels.
+    assert groups(detector="lidar", refine="none") == ()
+    assert groups(detector="gt") == ()
+    # The user's choice wins.
+    assert groups(detector="lidar", tracker_options={"class_groups": []}) == ()

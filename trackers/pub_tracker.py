@@ -70,6 +70,12 @@ DEFAULT_MAX_SPEED_MPS: dict[str, float] = {
     "traffic_cone": 0.0,
     "barrier": 0.0,
 }
+#: Small road users a size-based detector confuses from frame to frame (one motorcycle is seen
+#: as a motorcycle, bicycle, pedestrian or cone): the pipeline lets them continue each other's
+#: tracks when the ``refine`` stage follows to vote each track's class.
+REFINE_CLASS_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("pedestrian", "bicycle", "motorcycle", "traffic_cone"),
+)
 #: Classes the nuScenes tracking benchmark does not score; tracked with zero velocity.
 DEFAULT_STATIC_CLASSES: tuple[str, ...] = ("construction_vehicle", "traffic_cone", "barrier")
 
@@ -126,13 +132,22 @@ class PubTrackerConfig:
             dropped); 0 keeps CenterPoint's behaviour of starting a track for every detection.
         static_classes: classes tracked as static objects (their velocity is taken as zero).
         velocity_half_window: half width, in observations, of the least-squares window used for
-            the output velocity of each observation (see ``trackers.velocity``).
+            the output velocity of observations whose detector gave none (``trackers.velocity``).
         track_score_length: every box of a track is scored by the track's evidence, the mean
             detection score of its boxes times ``1 - exp(-boxes / track_score_length)``, so a
             long, confidently detected track outranks a short one made of the same scores (the
             labeller sees the whole clip); 0 (the default) keeps each box's detection score
             (CenterPoint). The pipeline's ``refine`` stage scores tracks this way itself, from
             the detection scores; set it here for ``refine: none``.
+        class_groups: groups of classes whose detections may continue each other's tracks
+            (within the smaller of the two classes' gates); a track takes the class of its
+            latest detection. A size-based detector calls one motorcycle a motorcycle, bicycle,
+            pedestrian or cone from frame to frame: grouped, it stays one track and the
+            ``refine`` stage votes its class. Empty (default): a track keeps its class
+            (CenterPoint), which ``refine: none`` needs (one class per track). With ``refine``
+            on, the pipeline uses ``REFINE_CLASS_GROUPS``, chosen on synthetic seed 5 with the
+            LiDAR detector (refined mAP 0.434 -> 0.438, mAVE 0.20 -> 0.16, AMOTA unchanged);
+            vehicles are not grouped (on PandaSet-002 that cost car AP and AOE).
     """
 
     max_age: int = 40
@@ -144,6 +159,7 @@ class PubTrackerConfig:
     static_classes: tuple[str, ...] = DEFAULT_STATIC_CLASSES
     velocity_half_window: int = 2
     track_score_length: float = 0.0
+    class_groups: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_age) or self.max_age < 1:
@@ -173,6 +189,24 @@ class PubTrackerConfig:
                     f"PubTrackerConfig.static_classes: unknown class {name!r}; "
                     f"expected names from {DETECTION_CLASSES}"
                 )
+        if isinstance(self.class_groups, str) or any(isinstance(g, str) for g in self.class_groups):
+            raise ValueError(
+                "PubTrackerConfig.class_groups: expected a list of lists of class names"
+            )
+        self.class_groups = tuple(tuple(g) for g in self.class_groups)
+        seen: set[str] = set()
+        for names in self.class_groups:
+            for name in names:
+                if name not in DETECTION_CLASSES:
+                    raise ValueError(
+                        f"PubTrackerConfig.class_groups: unknown class {name!r}; "
+                        f"expected names from {DETECTION_CLASSES}"
+                    )
+                if name in seen:
+                    raise ValueError(
+                        f"PubTrackerConfig.class_groups: class {name!r} is in two groups"
+                    )
+                seen.add(name)
         length = self.track_score_length
         if isinstance(length, bool) or not isinstance(length, (int, float)) or not length >= 0:
             raise ValueError(
@@ -255,6 +289,7 @@ def frame_distances(
     dt_s: float,
     gate_m: np.ndarray,
     max_speed_mps: np.ndarray,
+    class_group: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distances and allowed pairs between one keyframe's detections and the live tracks.
 
@@ -281,9 +316,12 @@ def frame_distances(
         track_unseen_s: (M,) seconds from the last match to this keyframe.
         dt_s: seconds since the previous keyframe.
         gate_m, max_speed_mps: (C,) per class.
+        class_group: (C,) group of each class: a detection may continue a track of its own class,
+            or of another class of its group within the smaller of the two classes' gates.
 
     Returns:
-        (N, M) float64 distances in metres, (N, M) bool allowed (same class, within the gate).
+        (N, M) float64 distances in metres, (N, M) bool allowed (same class or group, within the
+        gate).
     """
     n, m = center_xy_m.shape[0], track_xy_m.shape[0]
     dist = np.empty((n, m))
@@ -293,7 +331,13 @@ def frame_distances(
         has_velocity = np.isfinite(vx) and np.isfinite(vy)
         x, y = center_xy_m[i, 0], center_xy_m[i, 1]
         for j in range(m):
-            limit = gate_m[label[i]]
+            if label[i] == track_label[j]:
+                limit = gate_m[label[i]]
+            elif class_group[label[i]] == class_group[track_label[j]]:
+                limit = min(gate_m[label[i]], gate_m[track_label[j]])
+            else:
+                dist[i, j] = np.inf
+                continue
             unseen = track_unseen_s[j]
             if has_velocity and track_velocity_known[j] and not track_missed[j]:
                 dx = x - vx * dt_s - track_xy_m[j, 0]
@@ -311,7 +355,7 @@ def frame_distances(
                     limit = limit + max_speed_mps[label[i]] * unseen
             d = np.sqrt(dx * dx + dy * dy)
             dist[i, j] = d
-            allowed[i, j] = label[i] == track_label[j] and d <= limit
+            allowed[i, j] = d <= limit
     return dist, allowed
 
 
@@ -327,6 +371,7 @@ def associate_clip(
     max_speed_mps: np.ndarray,
     max_age: int,
     new_track_min_score: float,
+    class_group: np.ndarray,
 ) -> np.ndarray:
     """Track ids of a whole clip's detections (the association; see the module docstring).
 
@@ -337,6 +382,8 @@ def associate_clip(
             for static classes).
         label: (N,) int64 class indices; score: (N,) float64.
         gate_m, max_speed_mps: (C,) per class; max_age, new_track_min_score: as in the config.
+        class_group: (C,) group of each class (``frame_distances``); a track takes the class of
+            its latest detection.
 
     Returns:
         (N,) int64 track ids (from 0, in order of creation), -1 for dropped detections.
@@ -373,6 +420,7 @@ def associate_clip(
             dt_s,
             gate_m,
             max_speed_mps,
+            class_group,
         )
         order = detection_order(score[s:e], dist, allowed)
         match = greedy_match(dist, allowed, order)
@@ -384,6 +432,7 @@ def associate_clip(
             tr = tracks[match[i]]
             matched[match[i]] = True
             ids[d] = tr
+            t_label[tr] = label[d]
             vx, vy = velocity_mps[d, 0], velocity_mps[d, 1]
             if np.isfinite(vx) and np.isfinite(vy):
                 t_velocity[tr, 0] = vx
@@ -462,6 +511,11 @@ class PubTracker:
         self._max_speed_mps = np.array(
             [self.config.max_speed_mps[name] for name in DETECTION_CLASSES], dtype=np.float64
         )
+        # Each class its own group unless ``class_groups`` joins it with others.
+        group = np.arange(len(DETECTION_CLASSES), dtype=np.int64)
+        for k, names in enumerate(self.config.class_groups):
+            group[[DETECTION_CLASSES.index(name) for name in names]] = len(DETECTION_CLASSES) + k
+        self._class_group = group
         self._is_static = np.array(
             [name in self.config.static_classes for name in DETECTION_CLASSES], dtype=bool
         )
@@ -476,8 +530,9 @@ class PubTracker:
         Returns:
             F box sets in the global frame: the detections that were matched to a track or started
             one, in their input order, with ``track_id`` >= 0 (ids from 0, unique within the clip)
-            and ``velocity_mps`` estimated from the track (``trackers.velocity``; zero for static
-            classes; the detector's own velocity, or NaN, for a track observed once); ``score``
+            and ``velocity_mps`` the detector's where it is finite, else estimated from the track
+            (``trackers.velocity``; NaN for a track observed once), zero for static classes;
+            ``score``
             is the track's (``track_scores``) unless ``track_score_length`` is 0.
         """
         times = np.asarray(timestamps_s, dtype=np.float64)
@@ -513,21 +568,24 @@ class PubTracker:
             self._max_speed_mps,
             self.config.max_age,
             self.config.new_track_min_score,
+            self._class_group,
         )
 
         kept = ids >= 0
         tracked = clip[kept]
         tracked.track_id = ids[kept]
         frame_of = np.repeat(np.arange(len(times)), counts)[kept]
-        # Velocity from the whole track; a track seen once keeps the detector's (or NaN).
-        track_velocity = track_velocities_mps(
+        # The detector's velocity where it gives one: it measures the object at that keyframe,
+        # where a slope over neighbouring observations lags at stops, turns and track ends.
+        # Where it gives none, the track's local slope (NaN for a track seen once).
+        slope = track_velocities_mps(
             tracked.track_id,
             times[frame_of],
             tracked.center_m[:, :2],
             self.config.velocity_half_window,
         )
-        once = np.isnan(track_velocity).any(axis=1)
-        track_velocity[once] = tracked.velocity_mps[once]
+        measured = np.isfinite(tracked.velocity_mps).all(axis=1)
+        track_velocity = np.where(measured[:, None], tracked.velocity_mps, slope)
         track_velocity[is_static[kept]] = 0.0
         tracked.velocity_mps = track_velocity
         if self.config.track_score_length > 0:
