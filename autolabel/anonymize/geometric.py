@@ -36,7 +36,7 @@ import numpy as np
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.sensors import CameraCalibration
-from calib.projection import NEAR_PLANE_M, project_points
+from calib.projection import NEAR_PLANE_M, box_silhouette_uv
 from calib.se3 import SE3
 
 #: Region sources, the ``source`` codes of :class:`BlurRegions`.
@@ -52,9 +52,6 @@ POLYGON_VERTICES = 20
 
 _PLATE_CLASSES = ("car", "truck", "bus", "trailer", "construction_vehicle")
 _HEAD_CLASSES = ("pedestrian", "bicycle", "motorcycle")
-_EDGES = np.array(
-    [[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 7], [7, 4], [0, 4], [1, 5], [2, 6], [3, 7]]
-)
 # Farther than this from the image, polygon vertices are pulled in (a point just in front of the
 # near plane projects ~1e5 px away; int32 drawing must not overflow).
 _FAR_PX = 1.0e6
@@ -379,17 +376,8 @@ def silhouette_points(
         ``z = near_m``) and (N, 20) bool, which of them exist (corners in front of the plane,
         edges that cross it).
     """
-    corners = np.asarray(corners_camera, dtype=np.float64)
-    p0, p1 = corners[:, _EDGES[:, 0]], corners[:, _EDGES[:, 1]]
-    z0, z1 = p0[..., 2] - near_m, p1[..., 2] - near_m
-    crossing = z0 * z1 < 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(crossing, z0 / (z0 - z1), 0.0)
-    pierce = p0 + t[..., None] * (p1 - p0)
-    pierce[..., 2] = near_m
-    candidates = np.concatenate([corners, pierce], axis=1)
-    valid = np.concatenate([corners[..., 2] >= near_m, crossing], axis=1)
-    uv, _ = project_points(intrinsic, np.where(valid[..., None], candidates, 1.0))
+    uv = box_silhouette_uv(intrinsic, corners_camera, near_m)
+    valid = np.isfinite(uv).all(axis=-1)
     return np.clip(np.nan_to_num(uv), -_FAR_PX, _FAR_PX), valid
 
 
