@@ -158,6 +158,10 @@ class ObjectAttributes:
         future_distance_m, future_bearing_deg: (N, K) the object relative to the ego *at that future
             time* (its ego frame then), NaN where absent; future_clock: (N, K) int8, 0 where absent.
         future_speed_mps, future_ego_speed_mps: (N, K) agent and ego speed then, NaN where absent.
+        filled_gap: (N,) int16, 0 where the tracker observed the object at this frame, otherwise
+            the length in keyframes of the gap the refine stage filled in around this row
+            (:func:`autolabel.refine.filled_rows.filled_gap`); all 0 without refinement, and in
+            files written before the column existed.
     """
 
     frame_index: np.ndarray
@@ -201,6 +205,7 @@ class ObjectAttributes:
     future_clock: np.ndarray
     future_speed_mps: np.ndarray
     future_ego_speed_mps: np.ndarray
+    filled_gap: np.ndarray = None  # type: ignore[assignment]
 
     _FUTURE = (
         "future_present",
@@ -211,6 +216,10 @@ class ObjectAttributes:
         "future_speed_mps",
         "future_ego_speed_mps",
     )
+
+    def __post_init__(self) -> None:
+        if self.filled_gap is None:
+            self.filled_gap = np.zeros(len(self.frame_index), np.int16)
 
     def __len__(self) -> int:
         return len(self.frame_index)
@@ -286,7 +295,10 @@ class ObjectAttributes:
                 raise ValueError(f"{path}: missing column {name!r}")
             return table.column(name).to_numpy(zero_copy_only=False)
 
-        kwargs = {name: column(name) for name in _row_column_names()}
+        names = _row_column_names()
+        if "filled_gap" not in table.column_names:  # written before refinement recorded it
+            names.remove("filled_gap")
+        kwargs = {name: column(name) for name in names}
         for name in cls._FUTURE:
             per_h = [
                 column(name.replace("future_", f"future_{_horizon_tag(h)}_", 1)) for h in horizons

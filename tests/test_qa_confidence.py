@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from qa_runs import small_scene
 
-from autolabel.attributes import compute_attributes
+from autolabel.attributes import ObjectAttributes, compute_attributes
 from autolabel.boxes import Boxes3D
 from autolabel.qa import QAConfig, generate_clip_qa, load_templates
 from autolabel.qa.check import check_clip_qa
@@ -18,6 +18,7 @@ from autolabel.qa.confidence import (
     answer_margin,
     class_evidence,
     heading_evidence,
+    observed_evidence,
     overlap_evidence,
     perturbation_set,
     perturbed_attributes,
@@ -162,6 +163,43 @@ def test_size_evidence_counts_only_a_size_larger_than_the_class_allows():
     for t, value in want.items():
         np.testing.assert_allclose(got[attrs.track_id == t], value, rtol=1e-6)
     assert "size" in row_evidence(attrs, None, model).parts
+
+
+def test_observed_evidence_halves_every_two_keyframes_of_a_filled_gap(tmp_path):
+    """Track 7 is observed at keyframes 0, 1 and 5 and filled in at 2-4 (a gap of 3); track 8 is
+    observed at 0 and 2 and filled in at 1 (a gap of 1); track 9 is never refined away."""
+    from autolabel.refine.filled_rows import filled_gap
+
+    frames = [
+        Boxes3D.concatenate([_boxes([[10.0 + f, 5.0]], track=t) for t in (7, 8, 9)])
+        for f in range(6)
+    ]
+    frames[3] = frames[3][frames[3].track_id != 8]  # track 8 ends at keyframe 2
+    frames[4] = frames[4][frames[4].track_id != 8]
+    frames[5] = frames[5][frames[5].track_id != 8]
+    observed = [
+        f[~(((f.track_id == 7) & (i in (2, 3, 4))) | ((f.track_id == 8) & (i == 1)))]
+        for i, f in enumerate(frames)
+    ]
+    attrs = _attrs(frames)
+    attrs.filled_gap = filled_gap(attrs.frame_index, attrs.track_id, observed)
+    want_gap = {7: [0, 0, 3, 3, 3, 0], 8: [0, 1, 0], 9: [0] * 6}
+    for t, gaps in want_gap.items():
+        assert attrs.filled_gap[attrs.track_id == t].tolist() == gaps
+    got = observed_evidence(attrs, ConfidenceModel(fill_gap_half=2.0))
+    # 0.5 ** (3 / 2) = 0.35355..., 0.5 ** (1 / 2) = 0.70711...: one missed keyframe passes 0.6.
+    np.testing.assert_allclose(got[attrs.track_id == 7], [1, 1, 0.3535534, 0.3535534, 0.3535534, 1])
+    np.testing.assert_allclose(got[attrs.track_id == 8], [1, 0.7071068, 1], rtol=1e-6)
+    assert "observed" in row_evidence(attrs, None, ConfidenceModel()).parts
+    # The column survives the file, and a file written before it existed reads as all observed.
+    path = attrs.write_parquet(tmp_path / "attributes.parquet")
+    assert ObjectAttributes.read_parquet(path).filled_gap.tolist() == attrs.filled_gap.tolist()
+    import pyarrow.parquet as pq
+
+    pq.write_table(pq.read_table(path).drop(["filled_gap"]), tmp_path / "old.parquet")
+    assert not ObjectAttributes.read_parquet(tmp_path / "old.parquet").filled_gap.any()
+    with pytest.raises(ValueError, match="fill_gap_half"):
+        ConfidenceModel(fill_gap_half=0.0)
 
 
 def test_overlap_evidence_is_the_share_of_the_footprint_inside_other_boxes():

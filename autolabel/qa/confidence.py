@@ -13,6 +13,10 @@ A question is as sure as its weakest part, so a record's confidence is the minim
   ``mask``      the best mask score of the views that show it at the keyframe, over
                 ``mask_score_full`` (the segmenter's own measure of how well the mask fits the object
                 and how much of it is unoccluded);
+  ``observed``  that the tracker saw the object at the keyframe: 1 where it did, otherwise
+                ``0.5 ** (gap / fill_gap_half)`` of the length of the gap the refine stage
+                filled in around it (``attributes.filled_gap``): a keyframe or two missed is an
+                occlusion, a long gap is the smoother's guess across a coasting track;
   ``class``     class stability: the share of the track's frames with its most frequent class;
   ``size``      how well the box's size fits its class: a box larger than its class's typical
                 size (``detectors.class_priors``) in any dimension is more likely something else
@@ -79,7 +83,8 @@ COUNT_QUANTITIES = frozenset({"count_visible", "count_crossing"})
 HEADING_QUANTITIES = frozenset({"region_heading"})
 #: Region evidence parts, in the order records list them.
 REGION_PARTS = (
-    "track", "score", "lidar", "mask", "class", "size", "overlap", "velocity", "heading",
+    "track", "score", "observed", "lidar", "mask", "class", "size", "overlap", "velocity",
+    "heading",
 )  # fmt: skip
 #: Decimals of the stored confidence and its parts.
 CONFIDENCE_DECIMALS = 3
@@ -101,6 +106,9 @@ class ConfidenceModel:
         lidar_points_scale: LiDAR evidence ``1 - exp(-points / scale)``; views without a count
             (-1) are not judged on it.
         mask_score_full: mask evidence is ``min(1, best mask score / mask_score_full)``.
+        fill_gap_half: observed evidence halves with every ``fill_gap_half`` keyframes of the
+            filled gap a row lies in (2: a single missed keyframe passes the default gate, a gap
+            of two or more does not).
         velocity_scale_mps: velocity evidence ``exp(-(residual / scale)^2)``, m/s.
         position_sigma_m, position_sigma_per_m: error model of a box centre per horizontal axis:
             ``sigma + sigma_per_m * distance``, metres.
@@ -121,6 +129,7 @@ class ConfidenceModel:
     score_full: float = 0.7
     lidar_points_scale: float = 8.0
     mask_score_full: float = 0.8
+    fill_gap_half: float = 2.0
     velocity_scale_mps: float = 1.5
     size_tolerance: float = 0.1
     static_speed_mps: float = 0.5
@@ -146,6 +155,7 @@ class ConfidenceModel:
             raise ValueError("score_floor: must be >= 0 and below score_full")
         for name in (
             "lidar_points_scale", "mask_score_full", "velocity_scale_mps", "size_tolerance",
+            "fill_gap_half",
         ):  # fmt: skip
             v = getattr(self, name)
             if not (np.isfinite(v) and v > 0):
@@ -253,6 +263,13 @@ def score_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarra
     mean = np.bincount(inv, weights=score) / np.bincount(inv)
     scaled = (mean - model.score_floor) / (model.score_full - model.score_floor)
     return np.clip(scaled, 0.0, 1.0)[inv]
+
+
+def observed_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarray:
+    """(N,) per row: 1 where the tracker observed it, ``0.5 ** (gap / fill_gap_half)`` inside a
+    gap of ``gap`` keyframes that the refine stage filled in."""
+    gap = np.asarray(attrs.filled_gap, dtype=np.float64)
+    return np.where(gap > 0, 0.5 ** (gap / model.fill_gap_half), 1.0)
 
 
 def class_evidence(attrs: ObjectAttributes) -> np.ndarray:
@@ -429,6 +446,7 @@ def row_evidence(
     parts = {
         "track": track_evidence(attrs, model),
         "score": score_evidence(attrs, model),
+        "observed": observed_evidence(attrs, model),
         "class": class_evidence(attrs),
         "size": size_evidence(attrs, model),
         "overlap": overlap_evidence(attrs),
