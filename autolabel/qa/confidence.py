@@ -310,8 +310,8 @@ def size_evidence(attrs: ObjectAttributes, model: ConfidenceModel) -> np.ndarray
 
 def footprint_overlap_share(attrs: ObjectAttributes) -> np.ndarray:
     """(N,) per row: the largest share of its bird's-eye footprint that lies inside another box
-    of the same frame (0: free; shapely's polygon intersection, one array call over all pairs
-    of boxes close enough to touch)."""
+    of the same frame (0: free; shapely's polygon intersection over the pairs its STRtree finds
+    touching)."""
     import shapely
 
     n = len(attrs.track_id)
@@ -320,22 +320,17 @@ def footprint_overlap_share(attrs: ObjectAttributes) -> np.ndarray:
         return share
     x, y = np.asarray(attrs.x_ego_m, np.float64), np.asarray(attrs.y_ego_m, np.float64)
     length, width = np.asarray(attrs.length_m, np.float64), np.asarray(attrs.width_m, np.float64)
-    frame = np.asarray(attrs.frame_index, dtype=np.int64)
-    # Pairs of rows of the same frame whose circumscribed circles meet (rows sorted by frame).
-    order = np.argsort(frame, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, frame[order][1:] != frame[order][:-1], True])
-    sizes = np.diff(bounds)
-    first = np.repeat(bounds[:-1], sizes * sizes)
-    local = np.arange(len(first)) - np.repeat(np.cumsum(np.r_[0, (sizes * sizes)[:-1]]), sizes**2)
-    per = np.repeat(sizes, sizes * sizes)
-    a, b = order[first + local // per], order[first + local % per]
-    radius = 0.5 * np.hypot(length, width)
-    near = (a != b) & (np.hypot(x[a] - x[b], y[a] - y[b]) < radius[a] + radius[b])
-    a, b = a[near], b[near]
-    if len(a) == 0:
-        return share
+    frame = np.asarray(attrs.frame_index, dtype=np.float64)
     corners = bev_corners(x, y, np.asarray(attrs.yaw_ego_rad, np.float64), length, width)
     polygons = shapely.polygons(corners)
+    # The tree is searched with each frame's boxes moved along x past every other frame's, so
+    # that only boxes of one frame meet; areas are taken on the boxes where they are.
+    spacing = 2.0 * (np.abs(corners).max() + 1.0)
+    moved = shapely.polygons(corners + np.stack([frame * spacing, 0 * frame], axis=1)[:, None])
+    a, b = shapely.STRtree(moved).query(moved, predicate="intersects")
+    a, b = a[a != b], b[a != b]
+    if len(a) == 0:
+        return share
     inter = shapely.area(shapely.intersection(polygons[a], polygons[b]))
     own = np.maximum(length * width, 1e-9)
     np.maximum.at(share, a, np.clip(inter / own[a], 0.0, 1.0))
