@@ -288,9 +288,7 @@ def attributes_stage(ctx: StageContext) -> StageResult:
     if "online_tracks" in ctx.results:  # refined: mark the rows the smoother filled in
         from autolabel.refine.filled_rows import filled_gap
 
-        attrs.filled_gap = filled_gap(
-            attrs.frame_index, attrs.track_id, ctx.results["online_tracks"]
-        )
+        attrs.filled_gap = filled_gap(attrs, ctx.results["online_tracks"])
     ctx.results["attributes"] = attrs
     attrs.write_parquet(ctx.clip_dir / ATTRIBUTES_FILE)
     n_all = len(np.unique(np.concatenate([t.track_id for t in ctx.results["tracks"]])))

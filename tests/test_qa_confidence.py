@@ -182,7 +182,7 @@ def test_observed_evidence_halves_every_two_keyframes_of_a_filled_gap(tmp_path):
         for i, f in enumerate(frames)
     ]
     attrs = _attrs(frames)
-    attrs.filled_gap = filled_gap(attrs.frame_index, attrs.track_id, observed)
+    attrs.filled_gap = filled_gap(attrs, observed)
     want_gap = {7: [0, 0, 3, 3, 3, 0], 8: [0, 1, 0], 9: [0] * 6}
     for t, gaps in want_gap.items():
         assert attrs.filled_gap[attrs.track_id == t].tolist() == gaps

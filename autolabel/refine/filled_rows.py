@@ -12,40 +12,32 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from autolabel.attributes import ObjectAttributes
 from autolabel.boxes import Boxes3D
+from autolabel.refine.track_table import clip_boxes
 
 
-def filled_gap(
-    frame_index: np.ndarray, track_id: np.ndarray, observed_tracks: Sequence[Boxes3D]
-) -> np.ndarray:
-    """(N,) int16 per (frame, track) row: 0 where ``observed_tracks[frame]`` holds the track,
+def filled_gap(attrs: ObjectAttributes, observed_tracks: Sequence[Boxes3D]) -> np.ndarray:
+    """(N,) int16 per attribute row: 0 where ``observed_tracks[frame]`` holds the row's track,
     otherwise the number of consecutive rows of its track, in frame order, that the tracker did
     not observe around this one (the length of the filled gap it lies in).
 
     Args:
-        frame_index, track_id: (N,) the rows (each track's rows cover consecutive keyframes, as
-            the refined tracks do).
+        attrs: the refined tracks' attributes (each track's rows cover consecutive keyframes).
         observed_tracks: F box sets, the tracker's output before refinement.
     """
-    frames = np.asarray(frame_index, dtype=np.int64)
-    tracks = np.asarray(track_id, dtype=np.int64)
-    if len(frames) == 0:
+    if len(attrs) == 0:
         return np.zeros(0, np.int16)
-    n_frames = max(len(observed_tracks), int(frames.max()) + 1)
-    seen_frame = np.concatenate(
-        [np.full(len(t), f, np.int64) for f, t in enumerate(observed_tracks)]
-        + [np.zeros(0, np.int64)]
-    )
-    seen_track = np.concatenate([t.track_id for t in observed_tracks] + [np.zeros(0, np.int64)])
-    observed = np.isin(
-        tracks * n_frames + frames, seen_track.astype(np.int64) * n_frames + seen_frame
-    )
-    order = np.lexsort((frames, tracks))
+    seen, frame_of = clip_boxes(observed_tracks)
+    rows = attrs.row_of(frame_of, seen.track_id)
+    observed = np.zeros(len(attrs), bool)
+    observed[rows[rows >= 0]] = True
+    tracks = np.asarray(attrs.track_id, dtype=np.int64)
+    order = np.lexsort((attrs.frame_index, tracks))
     obs_sorted, track_sorted = observed[order], tracks[order]
     new_run = np.ones(len(order), bool)
     new_run[1:] = (track_sorted[1:] != track_sorted[:-1]) | (obs_sorted[1:] != obs_sorted[:-1])
     run = np.cumsum(new_run) - 1
-    run_length = np.bincount(run)
     gap = np.zeros(len(order), np.int16)
-    gap[order] = np.where(obs_sorted, 0, run_length[run])
+    gap[order] = np.where(obs_sorted, 0, np.bincount(run)[run])
     return gap
