@@ -74,9 +74,12 @@ def check_sweeps_read(detector: str, earlier_sweeps: int, max_sweeps: int) -> No
 
 
 def refined_chain(config) -> bool:
-    """Whether the ``refine`` stage refines this run's tracks (not with ``refine: none``, nor
-    with ground-truth replay, whose tracks are the annotations)."""
-    return config.refine != "none" and config.detector != "gt"
+    """Whether the ``refine`` stage refines this run's tracks: not with ``refine: none``, nor
+    with exact ground-truth replay, whose tracks are the annotations. Replay with a noise model
+    stands for a detector, so its boxes go through the chain a detector's do."""
+    if config.refine == "none":
+        return False
+    return config.detector != "gt" or config.detector_options.get("noise") is not None
 
 
 class Models:
@@ -215,21 +218,31 @@ def ego_xy_yaw(clip: Clip) -> np.ndarray:
     ).reshape(-1, 3)
 
 
+def refine_config(config, detector):
+    """The run's ``RefineConfig``: ``refine_options`` over the defaults, with the detector's own
+    ``size_quantile`` where the options set none."""
+    from autolabel.config import dataclass_from_mapping
+    from autolabel.refine import RefineConfig
+
+    options = {"size_quantile": detector.size_quantile, **config.refine_options}
+    return dataclass_from_mapping(RefineConfig, options, "refine_options")
+
+
 def refine_stage(ctx: StageContext) -> StageResult:
     """Whole-clip track refinement (``autolabel.refine``): the refined tracks replace the
     tracker's for every later stage and in ``labels/detection.json`` / ``labels/tracking.json``
     (what ``autolabel eval det|track`` score); the online files are kept beside them. With
-    ``refine: none``, or with the ``gt`` detector (ground-truth replay, the reference other runs
-    are compared with, is kept as annotated), nothing changes and nothing is written."""
+    ``refine: none``, or with exact ground-truth replay (the reference other runs are compared
+    with, kept as annotated), nothing changes and nothing is written. Each dimension of a track's
+    size is the detector's ``size_quantile`` of its boxes' unless ``refine_options`` sets one."""
     if not refined_chain(ctx.config):
         return {"refined": 0}, []
-    from autolabel.config import dataclass_from_mapping
-    from autolabel.refine import RefineConfig, refine_tracks
+    from autolabel.refine import refine_tracks
     from autolabel.refine.points import gather_point_evidence
     from detectors.detection_results import write_detection_submission
     from trackers.tracking_results import write_tracking_submission
 
-    config = dataclass_from_mapping(RefineConfig, ctx.config.refine_options, "refine_options")
+    config = refine_config(ctx.config, ctx.models.detector())
     online = ctx.results["tracks"]
     evidence = gather_point_evidence(ctx.clip, online) if config.use_points else None
     refined, summary = refine_tracks(

@@ -33,6 +33,11 @@ class Detector(ABC):
     #: LiDAR sweeps before the keyframe's own that the backend reads per keyframe, where the log
     #: has them (``Frame.sweeps``); a run refuses ``read.max_sweeps`` below this plus one.
     earlier_sweeps: int = 0
+    #: The quantile of a track's box sizes that estimates the object's size, which the refine
+    #: stage uses unless ``refine_options`` sets ``size_quantile``: a LiDAR detector sees an
+    #: object's near faces, so most of its boxes are too small (0.75); a backend whose size
+    #: errors are centred on the truth sets the median (0.5).
+    size_quantile: float = 0.75
 
     @abstractmethod
     def detect_frames(self, frames: Sequence[Frame]) -> list[Boxes3D]:

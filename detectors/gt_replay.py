@@ -238,6 +238,8 @@ class GtReplayDetector(Detector):
     """Boxes from ``frame.ground_truth``, exact or through ``GtNoiseConfig``'s error model."""
 
     name = "gt"
+    #: The noise model's size errors are log-normal around the annotated size.
+    size_quantile = 0.5
     meta = submission_meta(use_external=True)
 
     def __init__(self, config: GtReplayConfig | GtNoiseConfig | None = None) -> None:

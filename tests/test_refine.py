@@ -259,3 +259,41 @@ def test_refine_stage_keeps_ground_truth_replay_and_refine_none(tmp_path):
         ctx.results["tracks"] = ["the tracker's"]
         assert refine_stage(ctx) == ({"refined": 0}, [])
         assert ctx.results["tracks"] == ["the tracker's"] and not any(tmp_path.iterdir())
+
+
+def test_ground_truth_with_a_noise_model_is_refined_like_a_detector():
+    from autolabel.stages import refined_chain
+
+    assert not refined_chain(PipelineConfig(detector="gt"))
+    assert not refined_chain(PipelineConfig(detector="gt", detector_options={"noise": None}))
+    assert refined_chain(PipelineConfig(detector="gt", detector_options={"noise": "default"}))
+    assert refined_chain(PipelineConfig(detector="lidar"))
+    noisy_none = PipelineConfig(detector="gt", detector_options={"noise": "default"}, refine="none")
+    assert not refined_chain(noisy_none)
+
+
+def test_track_size_is_the_detectors_quantile_unless_the_options_set_one():
+    from autolabel.stages import refine_config
+    from detectors.gt_replay import GtReplayDetector
+    from detectors.lidar_geometric import LidarGeometricDetector
+
+    # One static car seen with lengths 4.0, 4.2, ..., 6.0 m (11 boxes). The quantile is the
+    # lower order statistic floor(q * 10): the median is the 6th length (5.0 m), the 75th
+    # percentile the 8th (5.4 m), q = 1 the longest (6.0 m).
+    n = 11
+    tracks = track_boxes(0, "car", np.tile([8.0, 4.0], (len(TIMES), 1)), np.zeros(len(TIMES)))
+    for f in range(n):
+        tracks[f].size_wlh_m[0, 1] = 4.0 + 0.2 * f
+    tracks = [b if f < n else Boxes3D.empty() for f, b in enumerate(tracks)]
+    lengths = {}
+    for name, detector, options in (
+        ("gt", GtReplayDetector(), {}),
+        ("lidar", LidarGeometricDetector(), {}),
+        ("override", GtReplayDetector(), {"size_quantile": 1.0}),
+    ):
+        config = PipelineConfig(refine_options={"use_points": False, **options})
+        refined, _ = refine_tracks(TIMES, tracks, refine_config(config, detector))
+        lengths[name] = boxes_of(refined, 0)[1].size_wlh_m[:, 1]
+    assert np.allclose(lengths["gt"], 5.0)
+    assert np.allclose(lengths["lidar"], 5.4)
+    assert np.allclose(lengths["override"], 6.0)
