@@ -47,6 +47,16 @@ def _masks_main(spec_path: str, save: str) -> None:
     from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
     from autolabel.release.writer import anonymization_boxes
 
+    try:  # versions before the LiDAR plate anchors have no such step
+        from autolabel.anonymize import keyframe_plate_anchors
+
+        def plate_anchors_of(frame, boxes, cfg):
+            return keyframe_plate_anchors(frame, boxes, cfg.geometric, cfg.lidar_plates)
+    except ImportError:
+
+        def plate_anchors_of(frame, boxes, cfg):
+            return None
+
     spec = json.loads(Path(spec_path).read_text())
     cfg = AnonymizeConfig(learned_faces=spec["learned_faces"])
     detector = None
@@ -63,11 +73,15 @@ def _masks_main(spec_path: str, save: str) -> None:
         frames = spec["keyframes"] or range(len(clip.frames))
         for f in frames:
             frame = clip.frames[f]
+            t0 = time.perf_counter()
+            anchors = plate_anchors_of(frame, boxes[f], cfg)
+            seconds += time.perf_counter() - t0
             for channel, cam in sorted(frame.cameras.items()):
                 image = cv2.imread(str(cam.path))
                 t0 = time.perf_counter()
+                extra = () if anchors is None else (anchors,)
                 anon = anonymize_image(
-                    image, cam, boxes[f], frame.timestamp_us, cfg, detector, margins[f]
+                    image, cam, boxes[f], frame.timestamp_us, cfg, detector, margins[f], *extra
                 )
                 seconds += time.perf_counter() - t0
                 out[f"{name}|{f}|{channel}"] = np.packbits(anon.mask)

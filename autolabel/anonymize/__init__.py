@@ -1,7 +1,8 @@
 """Anonymization of camera images: faces and licence plates blurred before anything is released.
 
 Regions come from 3D boxes (:mod:`.geometric`: plate-sized patches where plates are mounted, and
-heads, for any detector backend and without weights), refined by the image where the geometry is
+heads, for any detector backend and without weights), narrowed to where the keyframe's LiDAR sees
+a plate's retro-reflective returns (:mod:`.lidar_plates`), refined by the image where the geometry is
 unsure (:mod:`.plate_finder`: the plate found inside a patch replaces it; a CenterFace face inside
 a head region replaces it), union the faces CenterFace finds anywhere (:mod:`.learned_faces`).
 :func:`anonymize_image` blurs them as feathered polygons (:mod:`.blur`).
@@ -23,6 +24,7 @@ from autolabel.anonymize.geometric import (
     plate_and_head_regions,
 )
 from autolabel.anonymize.learned_faces import CenterFaceDetector, LearnedFaceConfig
+from autolabel.anonymize.lidar_plates import LidarPlateConfig, keyframe_plate_anchors
 from autolabel.anonymize.plate_finder import PlateFinderConfig, refine_plate_regions
 from autolabel.anonymize.track_fill import TrackFillConfig, fill_track_gaps
 from autolabel.boxes import Boxes3D
@@ -36,10 +38,12 @@ __all__ = [
     "CenterFaceDetector",
     "GeometricConfig",
     "LearnedFaceConfig",
+    "LidarPlateConfig",
     "PlateFinderConfig",
     "TrackFillConfig",
     "anonymize_image",
     "fill_track_gaps",
+    "keyframe_plate_anchors",
     "plate_and_head_regions",
 ]
 
@@ -56,6 +60,7 @@ class AnonymizeConfig:
 
     Attributes:
         geometric: plate-patch and head regions from 3D boxes.
+        lidar_plates: narrowing plate patches to where the LiDAR sees a plate's bright returns.
         plate_finder: finding the plate inside a plate patch.
         learned_faces: also run CenterFace (``learned``) on every image.
         learned: CenterFace settings.
@@ -73,6 +78,7 @@ class AnonymizeConfig:
     """
 
     geometric: GeometricConfig = field(default_factory=GeometricConfig)
+    lidar_plates: LidarPlateConfig = field(default_factory=LidarPlateConfig)
     plate_finder: PlateFinderConfig = field(default_factory=PlateFinderConfig)
     learned_faces: bool = True
     learned: LearnedFaceConfig = field(default_factory=LearnedFaceConfig)
@@ -123,6 +129,7 @@ def anonymize_image(
     config: AnonymizeConfig | None = None,
     face_detector: CenterFaceDetector | None = None,
     extra_margin_m: np.ndarray | None = None,
+    plate_anchor_m: np.ndarray | None = None,
 ) -> AnonymizedImage:
     """Blur the plate patches and heads of the boxes and the faces CenterFace finds.
 
@@ -134,6 +141,8 @@ def anonymize_image(
         config: what to blur.
         face_detector: CenterFace; required when ``config.learned_faces`` (build it once).
         extra_margin_m: (N,) metres added to each box's regions (track-completion uncertainty).
+        plate_anchor_m: (N, 2, 4) where the keyframe's LiDAR placed each box's plates
+            (:func:`keyframe_plate_anchors`; None: the geometric bands).
     """
     cfg = config or AnonymizeConfig()
     img = np.asarray(image_bgr)
@@ -145,7 +154,13 @@ def anonymize_image(
         )
     dt_s = (camera_image.timestamp_us - boxes_time_us) * 1e-6
     geometric = plate_and_head_regions(
-        boxes_global, cal, camera_image.global_SE3_ego, dt_s, cfg.geometric, extra_margin_m
+        boxes_global,
+        cal,
+        camera_image.global_SE3_ego,
+        dt_s,
+        cfg.geometric,
+        extra_margin_m,
+        plate_anchor_m,
     )
     geometric, _ = refine_plate_regions(img, geometric, cfg.plate_finder)
     parts = [geometric]

@@ -269,7 +269,10 @@ def boxes_at_time(boxes: Boxes3D, dt_s: float) -> Boxes3D:
 
 
 def region_cuboids(
-    boxes: Boxes3D, config: GeometricConfig, extra_margin_m: np.ndarray | None = None
+    boxes: Boxes3D,
+    config: GeometricConfig,
+    extra_margin_m: np.ndarray | None = None,
+    plate_anchor_m: np.ndarray | None = None,
 ) -> tuple[Boxes3D, np.ndarray, np.ndarray]:
     """Plate patches and head cuboids of the boxes, in the boxes' frame.
 
@@ -277,6 +280,9 @@ def region_cuboids(
         boxes: (N,) boxes.
         config: region sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
+        plate_anchor_m: (N, 2, 4) where the LiDAR placed each box's front and rear plate
+            (``autolabel.anonymize.lidar_plates``, box frame); a face with an anchor gets a patch
+            over the anchor's bound only (within the band), one without keeps the band.
 
     Returns:
         cuboids (M,) as ``Boxes3D`` (``track_id`` = row of the source box), (M,) int8 source
@@ -313,20 +319,29 @@ def region_cuboids(
     z_lo = bottom_p + heights[:, 0] - 0.5 * plate_h - e_p
     z_hi = bottom_p + heights[:, 1] + 0.5 * plate_h + e_p
     lateral = 0.5 * length[rows_p] * np.sin(np.radians(cfg.yaw_sigma_deg)) + e_p
+    # A plate is no wider than the car (0.8 of its width: mounts, lamps beside it).
+    half_w = np.minimum(np.minimum(0.5 * plate_w, 0.4 * w[rows_p]) + lateral, 0.5 * w[rows_p] + e_p)
+    y_lo, y_hi = -half_w, half_w
+    if plate_anchor_m is not None and len(rows_p):
+        # The anchor is measured against the box itself, so the box's own error does not move
+        # it; it narrows the band and never reaches beyond it.
+        anchor = np.asarray(plate_anchor_m, dtype=np.float64)[rows_p, np.where(sign > 0, 0, 1)]
+        has = np.all(np.isfinite(anchor), axis=1)
+        a = np.where(has[:, None], anchor, 0.0)
+        y_lo = np.where(has, np.maximum(y_lo, a[:, 0]), y_lo)
+        y_hi = np.where(has, np.minimum(y_hi, a[:, 1]), y_hi)
+        z_lo = np.where(has, np.maximum(z_lo, bottom_p + a[:, 2]), z_lo)
+        z_hi = np.where(has, np.minimum(z_hi, bottom_p + a[:, 3]), z_hi)
+        y_hi, z_hi = np.maximum(y_hi, y_lo), np.maximum(z_hi, z_lo)
+    left = np.stack([-np.sin(yaw), np.cos(yaw), np.zeros(n)], axis=1)
+    plate_size = np.stack(
+        [y_hi - y_lo, cfg.plate_depth_m + 2 * (e_p + moving[rows_p]), z_hi - z_lo], axis=1
+    )
     plate_center = (
         boxes.center_m[rows_p]
         + (sign * 0.5 * length[rows_p])[:, None] * forward[rows_p]
+        + (0.5 * (y_lo + y_hi))[:, None] * left[rows_p]
         + np.stack([np.zeros(len(rows_p)), np.zeros(len(rows_p)), 0.5 * (z_lo + z_hi)], axis=1)
-    )
-    # A plate is no wider than the car (0.8 of its width: mounts, lamps beside it).
-    half_w = np.minimum(0.5 * plate_w, 0.4 * w[rows_p]) + lateral
-    plate_size = np.stack(
-        [
-            2 * np.minimum(half_w, 0.5 * w[rows_p] + e_p),
-            cfg.plate_depth_m + 2 * (e_p + moving[rows_p]),
-            z_hi - z_lo,
-        ],
-        axis=1,
     )
     # Heads: the top band of the box over its footprint (a rider's: the rear part of a cycle's);
     # a box lower than a short adult is taken as a person whose head the sensor missed, and its
@@ -402,6 +417,7 @@ def plate_and_head_regions(
     dt_s: float = 0.0,
     config: GeometricConfig | None = None,
     extra_margin_m: np.ndarray | None = None,
+    plate_anchor_m: np.ndarray | None = None,
 ) -> BlurRegions:
     """Image polygons of the plate patches and heads of the boxes, for one camera image.
 
@@ -412,6 +428,7 @@ def plate_and_head_regions(
         dt_s: image capture time minus the boxes' time, seconds (boxes move by their velocity).
         config: cuboid sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
+        plate_anchor_m: (N, 2, 4) LiDAR plate anchors (see ``region_cuboids``; None: none).
 
     Returns:
         The regions that reach into the image, plates then heads, with the pixel size of a
@@ -421,7 +438,7 @@ def plate_and_head_regions(
     if boxes_global.frame != "global":
         raise ValueError(f"plate_and_head_regions: boxes must be global, got {boxes_global.frame}")
     boxes = boxes_at_time(boxes_global, dt_s) if dt_s else boxes_global
-    cuboids, source, face_sign = region_cuboids(boxes, cfg, extra_margin_m)
+    cuboids, source, face_sign = region_cuboids(boxes, cfg, extra_margin_m, plate_anchor_m)
     if len(cuboids) == 0:
         return BlurRegions.empty()
     global_SE3_camera = global_SE3_ego.compose(camera.ego_SE3_camera)

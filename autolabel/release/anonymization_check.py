@@ -19,7 +19,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from autolabel.anonymize import AnonymizeConfig, anonymize_image
+from autolabel.anonymize import AnonymizeConfig, anonymize_image, keyframe_plate_anchors
 from autolabel.anonymize.coverage import box_blurred_fraction, vehicle_sharp_fraction
 from autolabel.anonymize.geometric import boxes_at_time
 from autolabel.boxes import Boxes3D
@@ -113,13 +113,16 @@ def measure_anonymization(
     masks, seconds = {}, 0.0
     for f in frames:
         frame = clip.frames[f]
+        start = time.perf_counter()
+        anchors = keyframe_plate_anchors(frame, boxes[f], config.geometric, config.lidar_plates)
+        seconds += time.perf_counter() - start
         for channel, cam in sorted(frame.cameras.items()):
             image = cv2.imread(str(cam.path), cv2.IMREAD_COLOR)
             if image is None:
                 raise FileNotFoundError(f"{cam.path}: missing or not an image")
             start = time.perf_counter()
             anon = anonymize_image(
-                image, cam, boxes[f], frame.timestamp_us, config, face_detector, margins[f]
+                image, cam, boxes[f], frame.timestamp_us, config, face_detector, margins[f], anchors
             )
             seconds += time.perf_counter() - start
             masks[f, channel] = anon.mask

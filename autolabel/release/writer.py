@@ -38,7 +38,12 @@ from typing import Any
 import cv2
 import numpy as np
 
-from autolabel.anonymize import AnonymizeConfig, anonymize_image, fill_track_gaps
+from autolabel.anonymize import (
+    AnonymizeConfig,
+    anonymize_image,
+    fill_track_gaps,
+    keyframe_plate_anchors,
+)
 from autolabel.atomic_io import (
     atomic_write_bytes,
     atomic_write_json,
@@ -443,11 +448,17 @@ def _make_images(
     for i, k in enumerate(ordered):
         last_use[(k[3], k[2])] = i
     cache: dict[tuple[int, str], np.ndarray] = {}
+    anchors: dict[int, np.ndarray] = {}
     for i, (_, kf, cam, f) in enumerate(ordered):
         raw_key = (f, cam)
         if raw_key not in cache:
             start = time.perf_counter()
             frame = clip.frames[f]
+            if f not in anchors:  # frames come in order: one sweep read per frame
+                anchors.clear()
+                anchors[f] = keyframe_plate_anchors(
+                    frame, boxes[f], config.anonymize.geometric, config.anonymize.lidar_plates
+                )
             if cam not in frame.cameras:
                 raise ValueError(f"clip {clip.name}: frame {f} has no camera {cam}")
             cam_image = frame.cameras[cam]
@@ -462,6 +473,7 @@ def _make_images(
                 config.anonymize,
                 face_detector,
                 margins[f],
+                anchors[f],
             )
             cache[raw_key] = anon.image_bgr
             stats.images += 1

@@ -1,0 +1,155 @@
+"""Where on a vehicle's face its plate is, from the LiDAR returns the plate reflects.
+
+Licence plates are retro-reflective: a spinning LiDAR's returns from a plate saturate its
+intensity scale, while paint, glass and tyres return a small fraction of it. The returns above
+``min_intensity`` that lie on a front or rear face of a vehicle's box, inside the band where the
+geometric patch looks for a plate (centred on the car's centre line, over the mounting heights),
+bound the plate: a plate holding them all lies within one plate size of their extremes. The patch
+then shrinks to that bound, grown by the box's and the returns' uncertainty; where no such return
+lies on a face (the face hidden from the LiDAR, a plate that does not reflect, a sensor without
+intensity) or where the bright returns spread wider than a plate, the whole band stays.
+
+Reflectors beside the plate (rear lamps, side markers) sit outside the band and are not taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autolabel.anonymize.geometric import GeometricConfig
+from autolabel.boxes import Boxes3D
+from autolabel.clip import Frame
+
+#: Per box and face (0: front, 1: rear): lateral low / high, height above the box bottom low /
+#: high of the plate's bound, metres in the box frame; NaN where the face has no anchor.
+ANCHOR_COLUMNS = ("lateral_lo_m", "lateral_hi_m", "height_lo_m", "height_hi_m")
+
+
+@dataclass(frozen=True)
+class LidarPlateConfig:
+    """Finding plates by their LiDAR intensity.
+
+    Attributes:
+        enabled: use the keyframe's LiDAR returns to place plate patches.
+        min_intensity: a return at least this bright is a plate candidate (the sensor's scale;
+            nuScenes and PandaSet write 0-255, plates saturate at 250-255).
+        face_depth_m: returns within this of a face plane (either side) lie on it.
+        range_spread_rad: returns bound the plate only as closely as the beams' spacing: the
+            bound grows by range times this on each side (0.2 degrees: a 64-beam LiDAR's
+            spacing near the horizon).
+        margin_m: further growth on each side of the bound (a return's range error, plate frames
+            that reflect less than the plate).
+    """
+
+    enabled: bool = True
+    min_intensity: float = 200.0
+    face_depth_m: float = 0.3
+    range_spread_rad: float = 0.0035
+    margin_m: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("min_intensity", "face_depth_m", "range_spread_rad", "margin_m"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+
+
+def plate_anchors(
+    boxes: Boxes3D,
+    points_global_m: np.ndarray,
+    intensity: np.ndarray,
+    sensor_global_m: np.ndarray,
+    geometric: GeometricConfig,
+    config: LidarPlateConfig,
+) -> np.ndarray:
+    """(N, 2, 4) plate bounds per box and face (see ``ANCHOR_COLUMNS``), NaN where none.
+
+    Only vehicles of ``geometric.plate_classes`` get anchors. The band a plate is looked for in
+    is the geometric patch's before its uncertainty: centred on the face, as wide as the plate
+    envelope (at most 0.8 of the box's width) plus the lateral shift a heading error causes, over
+    the mounting heights.
+
+    Args:
+        boxes: (N,) boxes in the global frame, at the time of the sweep.
+        points_global_m: (P, 3) the sweep's returns, global frame.
+        intensity: (P,) their intensities.
+        sensor_global_m: (3,) the LiDAR's position (ranges for the beam spread).
+        geometric: the plate patches' geometry (classes, envelope, mounting heights).
+        config: thresholds.
+    """
+    n = len(boxes)
+    out = np.full((n, 2, 4), np.nan)
+    bright = np.asarray(intensity) >= config.min_intensity
+    vehicle = np.isin(boxes.class_name, geometric.plate_classes) if n else np.zeros(0, bool)
+    if not (vehicle.any() and bright.any()):
+        return out
+    boxes = boxes[vehicle]
+    pts = np.asarray(points_global_m, dtype=np.float64)[bright]
+    yaw = boxes.yaw_rad
+    cos, sin = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+    dx = pts[None, :, 0] - boxes.center_m[:, 0:1]
+    dy = pts[None, :, 1] - boxes.center_m[:, 1:2]
+    forward = cos * dx + sin * dy  # (N, B) along the box's length
+    lateral = -sin * dx + cos * dy  # (N, B) to the box's left
+    height = pts[None, :, 2] - (boxes.center_m[:, 2:3] - 0.5 * boxes.size_wlh_m[:, 2:3])
+    half_len = 0.5 * boxes.size_wlh_m[:, 1:2]
+    plate_w, plate_h = geometric.plate_envelope_m
+    band_half_width = np.minimum(0.5 * plate_w, 0.4 * boxes.size_wlh_m[:, 0]) + half_len[
+        :, 0
+    ] * np.sin(np.radians(geometric.yaw_sigma_deg))
+    band_height = (geometric.front_plate_height_m, geometric.rear_plate_height_m)
+    spread = config.range_spread_rad * np.linalg.norm(
+        boxes.center_m - np.asarray(sensor_global_m, dtype=np.float64)[None, :], axis=1
+    )
+    grow = config.margin_m + spread
+    for face, sign in ((0, 1.0), (1, -1.0)):
+        lo, hi = band_height[face]
+        on = (
+            (np.abs(sign * forward - half_len) <= config.face_depth_m)
+            & (np.abs(lateral) <= band_half_width[:, None])
+            & (height >= lo - 0.5 * plate_h)
+            & (height <= hi + 0.5 * plate_h)
+        )
+        found = on.any(axis=1)
+        y_lo = np.where(on, lateral, np.inf).min(axis=1)
+        y_hi = np.where(on, lateral, -np.inf).max(axis=1)
+        z_lo = np.where(on, height, np.inf).min(axis=1)
+        z_hi = np.where(on, height, -np.inf).max(axis=1)
+        # Returns spread wider or higher than a plate are not one plate: keep the whole band.
+        one_plate = found & (y_hi - y_lo <= plate_w) & (z_hi - z_lo <= plate_h)
+        bound = np.stack(
+            [
+                y_hi - plate_w - grow,
+                y_lo + plate_w + grow,
+                z_hi - plate_h - grow,
+                z_lo + plate_h + grow,
+            ],
+            axis=1,
+        )
+        out[np.flatnonzero(vehicle)[one_plate], face] = bound[one_plate]
+    return out
+
+
+def keyframe_plate_anchors(
+    frame: Frame, boxes_global: Boxes3D, geometric: GeometricConfig, config: LidarPlateConfig
+) -> np.ndarray:
+    """``plate_anchors`` from the keyframe's own LiDAR sweep (taken at the boxes' time); all NaN
+    when ``config.enabled`` is off."""
+    if not config.enabled:
+        return np.full((len(boxes_global), 2, 4), np.nan)
+    from autolabel.nuscenes_reader import load_lidar_points
+
+    sweep = frame.lidar
+    ego_SE3_lidar = sweep.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
+    global_SE3_lidar = sweep.global_SE3_ego.compose(ego_SE3_lidar)
+    points = load_lidar_points(sweep)
+    return plate_anchors(
+        boxes_global,
+        global_SE3_lidar.transform_points(points[:, :3].astype(np.float64)),
+        points[:, 3],
+        global_SE3_lidar.translation,
+        geometric,
+        config,
+    )

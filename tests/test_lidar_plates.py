@@ -1,0 +1,100 @@
+"""Plates placed by their LiDAR intensity (issue 21): bounds computed by hand in the box frame."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autolabel.anonymize.geometric import SOURCE_PLATE, GeometricConfig, region_cuboids
+from autolabel.anonymize.lidar_plates import LidarPlateConfig, plate_anchors
+from autolabel.boxes import Boxes3D
+from autolabel.classes import CLASS_INDEX
+
+GEO = GeometricConfig()
+LIDAR = LidarPlateConfig()
+# A 1.8 x 4.5 x 1.5 m car; the sensor 10 m from its centre: bounds grow by
+# margin 0.05 + 0.0035 * 10 = 0.085 m. Envelope 0.52 x 0.15 m.
+GROW = 0.05 + 0.0035 * 10.0
+
+
+def _car(yaw: float, center=(0.0, 0.0)) -> Boxes3D:
+    return Boxes3D(
+        center_m=[[center[0], center[1], 0.75]],
+        size_wlh_m=[[1.8, 4.5, 1.5]],
+        yaw_rad=[yaw],
+        label=[CLASS_INDEX["car"]],
+        track_id=[0],
+    )
+
+
+def _in_global(yaw: float, forward, lateral, height) -> np.ndarray:
+    """Box-frame (forward, left, above the bottom) points of a car at the origin, globally."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    f, lat, z = (np.asarray(v, dtype=np.float64) for v in (forward, lateral, height))
+    return np.stack([c * f - s * lat, s * f + c * lat, z], axis=1)
+
+
+@pytest.mark.parametrize("yaw", [0.0, np.pi / 2, -2.5])
+def test_bright_returns_on_the_rear_face_bound_the_plate(yaw):
+    # Plate returns 0.2 m inside the rear face (x = -2.25), lateral -0.1 .. 0.1 (left +),
+    # 0.90 .. 0.95 m above the bottom; a rear lamp's reflector at lateral 0.7 (outside the band:
+    # 0.26 + 2.25 sin 2 deg = 0.339 m) and a dim return at the face centre are not taken.
+    points = _in_global(
+        yaw,
+        [-2.05, -2.05, -2.05, -2.1, -2.05],
+        [-0.1, 0.1, 0.7, 0.0, 0.0],
+        [0.90, 0.95, 0.9, 0.6, 0.92],
+    )
+    intensity = np.array([255.0, 250.0, 255.0, 40.0, 230.0])
+    sensor = _in_global(yaw, [-10.0], [0.0], [0.75])[0]
+    anchors = plate_anchors(_car(yaw), points, intensity, sensor, GEO, LIDAR)
+    assert anchors.shape == (1, 2, 4)
+    assert np.isnan(anchors[0, 0]).all()  # no bright return on the front
+    expected = [0.1 - 0.52 - GROW, -0.1 + 0.52 + GROW, 0.95 - 0.15 - GROW, 0.90 + 0.15 + GROW]
+    assert np.allclose(anchors[0, 1], expected)
+
+
+def test_returns_wider_than_a_plate_leave_the_band():
+    # Two bright returns 0.6 m apart laterally (wider than the 0.52 m envelope): not one plate.
+    points = _in_global(0.0, [-2.1, -2.1], [-0.3, 0.3], [0.9, 0.9])
+    anchors = plate_anchors(_car(0.0), points, np.array([255.0, 255.0]), [-10, 0, 0.75], GEO, LIDAR)
+    assert np.isnan(anchors).all()
+
+
+def test_only_vehicles_get_anchors():
+    person = Boxes3D(
+        center_m=[[0.0, 0.0, 0.85]],
+        size_wlh_m=[[0.6, 0.6, 1.7]],
+        yaw_rad=[0.0],
+        label=[CLASS_INDEX["pedestrian"]],
+        track_id=[0],
+    )
+    boxes = Boxes3D.concatenate([person, _car(0.0, (20.0, 0.0))])
+    points = _in_global(0.0, [-0.25, 20.0 - 2.1], [0.0, 0.0], [0.9, 0.9])
+    anchors = plate_anchors(boxes, points, np.array([255.0, 255.0]), [10, 0, 0.75], GEO, LIDAR)
+    assert np.isnan(anchors[0]).all() and np.isfinite(anchors[1, 1]).all()
+
+
+def test_an_anchor_narrows_the_rear_patch_and_never_widens_it():
+    car = _car(0.0)
+    anchor = np.full((1, 2, 4), np.nan)
+    # Plate bound lateral 0.0 .. 0.6 (reaching past the band's 0.3385 m), 0.8 .. 1.1 m high.
+    anchor[0, 1] = [0.0, 0.6, 0.8, 1.1]
+    plain, source, face = region_cuboids(car, GEO)
+    narrowed, _, _ = region_cuboids(car, GEO, plate_anchor_m=anchor)
+    rear = np.flatnonzero((source == SOURCE_PLATE) & (face < 0))[0]
+    front = np.flatnonzero((source == SOURCE_PLATE) & (face > 0))[0]
+    e = GEO.position_sigma_m
+    band_half = 0.26 + 2.25 * np.sin(np.radians(GEO.yaw_sigma_deg)) + e
+    # Lateral: [max(-band, 0.0), min(band, 0.6)] = [0, band_half]; centre band_half / 2 to the
+    # left (+y at yaw 0). Height: the band is 0.35 - 0.075 - e .. 1.2 + 0.075 + e above the
+    # bottom, so the anchor's 0.8 .. 1.1 stays; centre 0.95 above the bottom at z = 0.
+    assert np.isclose(narrowed.size_wlh_m[rear, 0], band_half)
+    assert np.isclose(narrowed.center_m[rear, 1], band_half / 2)
+    assert np.isclose(narrowed.size_wlh_m[rear, 2], 0.3)
+    assert np.isclose(narrowed.center_m[rear, 2], 0.95)
+    assert np.isclose(narrowed.size_wlh_m[rear, 1], plain.size_wlh_m[rear, 1])  # depth kept
+    # The front face had no anchor: its patch is the band, unchanged.
+    assert np.allclose(narrowed.center_m[front], plain.center_m[front])
+    assert np.allclose(narrowed.size_wlh_m[front], plain.size_wlh_m[front])
+    assert np.isclose(plain.size_wlh_m[rear, 0], 2 * band_half)
