@@ -166,7 +166,8 @@ def test_velocity_and_heading_from_an_earlier_sweep(tmp_path):
     before = make_frame(tmp_path, box_set(rows_before), token="before", global_SE3_ego=pose)
     frame = make_frame(tmp_path, box_set(rows_now), token="now", global_SE3_ego=pose)
     frame.sweeps = [LidarSweep(before.lidar.path, pose, frame.timestamp_us - 300_000)]
-    boxes = LidarGeometricDetector().detect_frames([frame])[0]
+    with_velocity = LidarGeometricDetector(LidarGeometricConfig(velocity_sweep_age_s=0.3))
+    boxes = with_velocity.detect_frames([frame])[0]
     best = boxes[np.argsort(-boxes.score)[:2]]
     ego = best.transform(pose.inverse(), "ego", from_frame="global")
     moving = int(np.argmax(ego.center_m[:, 0]))
@@ -174,9 +175,10 @@ def test_velocity_and_heading_from_an_earlier_sweep(tmp_path):
     np.testing.assert_allclose(ego.velocity_mps[moving], [-10.0, 0.0], atol=0.5)
     assert abs(wrap_angle(ego.yaw_rad[moving] - np.pi)) < np.deg2rad(3)
     np.testing.assert_allclose(ego.velocity_mps[1 - moving], [0.0, 0.0], atol=0.2)
-    # Without an earlier sweep the velocity is unknown.
-    frame.sweeps = []
+    # By default, and without an earlier sweep, the velocity is unknown.
     assert np.isnan(LidarGeometricDetector().detect_frames([frame])[0].velocity_mps).all()
+    frame.sweeps = []
+    assert np.isnan(with_velocity.detect_frames([frame])[0].velocity_mps).all()
 
 
 def _car_with_cabin(x: float, y: float, yaw: float) -> Boxes3D:

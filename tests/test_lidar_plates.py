@@ -54,9 +54,14 @@ def test_bright_returns_on_the_rear_face_bound_the_plate(yaw):
     assert np.allclose(anchors[0, 1], expected)
 
 
-def test_returns_wider_than_a_plate_leave_the_band():
-    # Two bright returns 0.6 m apart laterally (wider than the 0.52 m envelope): not one plate.
-    points = _in_global(0.0, [-2.1, -2.1], [-0.3, 0.3], [0.9, 0.9])
+def test_returns_spread_beyond_a_plate_leave_the_band():
+    # Two bright returns 0.66 m apart laterally, wider than the 0.52 m envelope plus the 0.085 m
+    # growth on both sides (0.69 m allowed): still one plate. Returns 0.4 m apart in height
+    # (0.15 + 0.17 m allowed): not one plate.
+    ok = _in_global(0.0, [-2.1, -2.1], [-0.33, 0.33], [0.9, 0.9])
+    found = plate_anchors(_car(0.0), ok, np.array([255.0, 255.0]), [-10, 0, 0.75], GEO, LIDAR)
+    assert np.isfinite(found[0, 1]).all()
+    points = _in_global(0.0, [-2.1, -2.1], [0.0, 0.0], [0.8, 1.2])
     anchors = plate_anchors(_car(0.0), points, np.array([255.0, 255.0]), [-10, 0, 0.75], GEO, LIDAR)
     assert np.isnan(anchors).all()
 

@@ -25,6 +25,7 @@ from autolabel.anonymize.geometric import (
 )
 from autolabel.anonymize.learned_faces import CenterFaceDetector, LearnedFaceConfig
 from autolabel.anonymize.lidar_plates import LidarPlateConfig, keyframe_plate_anchors
+from autolabel.anonymize.occlusion import OcclusionConfig
 from autolabel.anonymize.plate_finder import PlateFinderConfig, refine_plate_regions
 from autolabel.anonymize.track_fill import TrackFillConfig, fill_track_gaps
 from autolabel.boxes import Boxes3D
@@ -39,6 +40,7 @@ __all__ = [
     "GeometricConfig",
     "LearnedFaceConfig",
     "LidarPlateConfig",
+    "OcclusionConfig",
     "PlateFinderConfig",
     "TrackFillConfig",
     "anonymize_image",
@@ -61,6 +63,7 @@ class AnonymizeConfig:
     Attributes:
         geometric: plate-patch and head regions from 3D boxes.
         lidar_plates: narrowing plate patches to where the LiDAR sees a plate's bright returns.
+        occlusion: leaving out plates and heads wholly behind a nearer annotated vehicle's body.
         plate_finder: finding the plate inside a plate patch.
         learned_faces: also run CenterFace (``learned``) on every image.
         learned: CenterFace settings.
@@ -79,6 +82,7 @@ class AnonymizeConfig:
 
     geometric: GeometricConfig = field(default_factory=GeometricConfig)
     lidar_plates: LidarPlateConfig = field(default_factory=LidarPlateConfig)
+    occlusion: OcclusionConfig = field(default_factory=OcclusionConfig)
     plate_finder: PlateFinderConfig = field(default_factory=PlateFinderConfig)
     learned_faces: bool = True
     learned: LearnedFaceConfig = field(default_factory=LearnedFaceConfig)
@@ -161,6 +165,7 @@ def anonymize_image(
         cfg.geometric,
         extra_margin_m,
         plate_anchor_m,
+        cfg.occlusion,
     )
     geometric, _ = refine_plate_regions(img, geometric, cfg.plate_finder)
     parts = [geometric]

@@ -33,6 +33,12 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from autolabel.anonymize.occlusion import (
+    OcclusionConfig,
+    hidden_regions,
+    nearest_body_depth,
+    opaque_bodies,
+)
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.sensors import CameraCalibration
@@ -418,6 +424,7 @@ def plate_and_head_regions(
     config: GeometricConfig | None = None,
     extra_margin_m: np.ndarray | None = None,
     plate_anchor_m: np.ndarray | None = None,
+    occlusion: OcclusionConfig | None = None,
 ) -> BlurRegions:
     """Image polygons of the plate patches and heads of the boxes, for one camera image.
 
@@ -429,6 +436,8 @@ def plate_and_head_regions(
         config: cuboid sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
         plate_anchor_m: (N, 2, 4) LiDAR plate anchors (see ``region_cuboids``; None: none).
+        occlusion: leave out regions wholly behind the opaque body of a nearer vehicle box
+            without extra margin (:mod:`autolabel.anonymize.occlusion`; None: keep every region).
 
     Returns:
         The regions that reach into the image, plates then heads, with the pixel size of a
@@ -468,4 +477,15 @@ def plate_and_head_regions(
     regions = BlurRegions(polygons[ok], source[keep][ok], expected[ok], facing[ok])
     b = regions.bounds_px(camera.width_px, camera.height_px)
     readable = (regions.source != SOURCE_PLATE) | (regions.expected_px[:, 0] >= cfg.min_plate_px)
-    return regions[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1]) & readable]
+    shown = (b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1]) & readable
+    if occlusion is not None and occlusion.enabled and shown.any():
+        extra = np.zeros(len(boxes)) if extra_margin_m is None else np.asarray(extra_margin_m)
+        solid = np.isin(boxes.class_name, cfg.plate_classes) & (extra <= 0)
+        bodies = opaque_bodies(boxes, solid, occlusion)
+        body_depth = nearest_body_depth(bodies, camera, camera_SE3_global)
+        idx = np.flatnonzero(shown)
+        near = depth[ok][idx]
+        shown[idx] = ~hidden_regions(
+            regions.polygon_px[idx], near, body_depth, occlusion.depth_margin_m
+        )
+    return regions[shown]

@@ -4,7 +4,9 @@ Licence plates are retro-reflective: a spinning LiDAR's returns from a plate sat
 intensity scale, while paint, glass and tyres return a small fraction of it. The returns above
 ``min_intensity`` that lie on a front or rear face of a vehicle's box, inside the band where the
 geometric patch looks for a plate (centred on the car's centre line, over the mounting heights),
-bound the plate: a plate holding them all lies within one plate size of their extremes. The patch
+bound the plate: a plate holding them all lies within one plate size of their extremes (the beams'
+footprint and range error allowed: on PandaSet-002 a plate 18 m away returns over 0.18 m of
+height). The patch
 then shrinks to that bound, grown by the box's and the returns' uncertainty; where no such return
 lies on a face (the face hidden from the LiDAR, a plate that does not reflect, a sensor without
 intensity) or where the bright returns spread wider than a plate, the whole band stays.
@@ -117,8 +119,11 @@ def plate_anchors(
         y_hi = np.where(on, lateral, -np.inf).max(axis=1)
         z_lo = np.where(on, height, np.inf).min(axis=1)
         z_hi = np.where(on, height, -np.inf).max(axis=1)
-        # Returns spread wider or higher than a plate are not one plate: keep the whole band.
-        one_plate = found & (y_hi - y_lo <= plate_w) & (z_hi - z_lo <= plate_h)
+        # Returns spread wider or higher than a plate (a beam's footprint and range error
+        # allowed) are not one plate: keep the whole band.
+        one_plate = (
+            found & (y_hi - y_lo <= plate_w + 2 * grow) & (z_hi - z_lo <= plate_h + 2 * grow)
+        )
         bound = np.stack(
             [
                 y_hi - plate_w - grow,

@@ -1,0 +1,85 @@
+"""Plates behind a nearer vehicle are not blurred (issue 21): silhouettes worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autolabel.anonymize.geometric import GeometricConfig, plate_and_head_regions
+from autolabel.anonymize.occlusion import OcclusionConfig
+from autolabel.boxes import Boxes3D
+from autolabel.classes import CLASS_INDEX
+from autolabel.sensors import CameraCalibration
+from calib.se3 import SE3
+
+# A camera at the ego origin, 1.5 m up, looking along ego +x (camera z = ego x).
+CAMERA = CameraCalibration(
+    "CAM_FRONT",
+    np.array([[500.0, 0.0, 400.0], [0.0, 500.0, 300.0], [0.0, 0.0, 1.0]]),
+    SE3(np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]), np.array([0, 0, 1.5])),
+    800,
+    600,
+)
+# Rear plate centres 0.5 - 1.0 m high, a 0.5 x 0.1 m plate, no thickness and no uncertainty.
+BARE = GeometricConfig(
+    plate_sizes_m=((0.5, 0.1),), rear_plate_height_m=(0.5, 1.0), plate_depth_m=0.0,
+    position_sigma_m=0.0, yaw_sigma_deg=0.0, time_sigma_s=0.0,
+)  # fmt: skip
+
+
+def _queue() -> Boxes3D:
+    """Two 2 x 4 x 1.5 m cars heading +x on the optical axis, centres 10 m and 20 m ahead."""
+    return Boxes3D(
+        center_m=[[10.0, 0.0, 0.75], [20.0, 0.0, 0.75]],
+        size_wlh_m=[[2.0, 4.0, 1.5]] * 2,
+        yaw_rad=[0.0, 0.0],
+        label=[CLASS_INDEX["car"]] * 2,
+        track_id=[0, 1],
+    )
+
+
+def _plate_rows(regions) -> np.ndarray:
+    """Image rows (v) spanned by each region."""
+    return np.stack(
+        [regions.polygon_px[..., 1].min(axis=1), regions.polygon_px[..., 1].max(axis=1)], 1
+    )
+
+
+def test_a_plate_wholly_behind_a_nearer_car_is_not_blurred():
+    # Far car's rear plate patch: x = 18 m, z 0.45 .. 1.05 m, y -+0.25 m: v = 300 + 500 (1.5 - z)
+    # / 18 = 312.5 .. 329.2, u = 400 -+ 6.9. The near car's body (inset 0.1 m: x 8.1 .. 11.9,
+    # y -+0.9, z 0 .. 1.5) covers u 400 -+ 55.6, v 300 .. 392.6 from its nearest face, and its
+    # farthest point (11.9 m) is nearer than 18 - 0.2 m: the far plate is hidden. The near car's
+    # own plate (x = 8 m: v 328.1 .. 365.6) lies in front of its body: kept.
+    cars = _queue()
+    shown = plate_and_head_regions(cars, CAMERA, SE3.identity(), config=BARE)
+    kept = plate_and_head_regions(
+        cars, CAMERA, SE3.identity(), config=BARE, occlusion=OcclusionConfig()
+    )
+    assert len(shown) == 2 and len(kept) == 1
+    assert np.allclose(_plate_rows(kept), [[300 + 500 * 0.45 / 8, 300 + 500 * 1.05 / 8]])
+    far = shown[np.argmin(_plate_rows(shown)[:, 0])]
+    assert np.allclose(_plate_rows(far), [[300 + 500 * 0.45 / 18, 300 + 500 * 1.05 / 18]])
+
+
+def test_only_annotation_grade_boxes_hide_plates():
+    # The near car as a run's box (extra margin): it may be a false positive, so it hides nothing.
+    # The margin also grows its own patch, not the far car's.
+    cars = _queue()
+    regions = plate_and_head_regions(
+        cars, CAMERA, SE3.identity(), config=BARE, extra_margin_m=[0.1, 0.0],
+        occlusion=OcclusionConfig(),
+    )  # fmt: skip
+    assert len(regions) == 2
+
+
+def test_a_plate_partly_beside_the_nearer_car_stays_blurred():
+    # The far car 1.2 m to the left: its plate spans y 0.95 .. 1.45, u = 400 - 500 y / 18 =
+    # 359.7 .. 373.6, inside the near body's u 344.4 .. 455.6; moved 2 m left (y 1.75 .. 2.25,
+    # u 337.5 .. 351.4) it reaches past the body's edge at 344.4: part of it is seen, kept.
+    for y, hidden in ((1.2, True), (2.0, False)):
+        cars = _queue()
+        cars.center_m[1, 1] = y
+        kept = plate_and_head_regions(
+            cars, CAMERA, SE3.identity(), config=BARE, occlusion=OcclusionConfig()
+        )
+        assert len(kept) == (1 if hidden else 2)
