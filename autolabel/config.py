@@ -236,7 +236,7 @@ class PipelineConfig:
             ``refine_options``: ``autolabel.refine.RefineConfig`` fields.
         labels: which tracks become labels (``TrackFilterOptions``).
         attributes: ``autolabel.attributes.AttributeConfig`` fields.
-        segmenter: segmentation backend (``geometric``, ``lidar``, ``sam2``);
+        segmenter: segmentation backend (``geometric``, the default, ``lidar``, ``sam2``);
             ``segmenter_options``: its options.
         segment: which projected objects are segmented (``SegmentOptions``).
         visibility: ``autolabel.visibility.VisibilityConfig`` thresholds; keys not given take
@@ -257,7 +257,7 @@ class PipelineConfig:
     refine_options: dict = field(default_factory=dict)
     labels: TrackFilterOptions = field(default_factory=TrackFilterOptions)
     attributes: Any = None
-    segmenter: str = "lidar"
+    segmenter: str = "geometric"
     segmenter_options: dict = field(default_factory=dict)
     segment: SegmentOptions = field(default_factory=SegmentOptions)
     visibility: Any = None

@@ -1,7 +1,7 @@
 """``autolabel demo``: synthetic clips -> the whole pipeline -> detection, tracking and label-quality
 metrics, benchmark export and the HTML report.
 
-CPU defaults throughout (LiDAR geometric detector, Pub tracker, LiDAR-seeded segmenter), small
+CPU defaults throughout (LiDAR geometric detector, Pub tracker, geometric segmenter), small
 images so that it finishes in a few minutes on two cores. Layout of ``OUT``:
 
 - ``OUT/data``: the synthetic nuScenes-format dataset (regenerated only when its config changes);

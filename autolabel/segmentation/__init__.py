@@ -4,12 +4,12 @@
 prompts)`` returns a ``SegmentationResult`` with (N, H, W) bool masks and (N,) float32 scores that
 predict each mask's IoU with the object's true visible mask. Backends:
 
-* ``"geometric"`` (``get_segmenter``'s default, no weights): presence from geometry (projected 3D
+* ``"geometric"`` (the default, no weights): presence from geometry (projected 3D
   box hull, box z-buffer, LiDAR depth), the image only to trim the boundary; score = share of the
   object's own projected returns inside the mask x unoccluded share of its hull. For tracks it
   does not trust (``prompts["track_score"]`` below ``image_evidence_below``) it also measures
   image evidence (``SegmentationResult.image_score``), ``geometric.py``.
-* ``"lidar"`` (no weights; the pipeline's default, ``PipelineConfig.segmenter``): GrabCut seeded
+* ``"lidar"`` (no weights): GrabCut seeded
   by the object's projected LiDAR points, with a score calibrated on synthetic renders,
   ``lidar_seeded.py``.
 * ``"sam2"``: SAM2's image predictor prompted with the projected boxes, ``sam2_backend.py``;
