@@ -3,12 +3,12 @@
 The reference is ground-truth replay (exact annotations) with every answerable question
 (``min_confidence: 0``); the candidate is the laptop default (LiDAR geometric detector) with the
 default gate. Without the gate (before issue 16) 62 % of its answers agreed with ground truth.
-With the refine stage, the roof-heading detector and the gate at its default (0.6, chosen with
-the confidence model on synthetic validation seeds 11 and 12), 96.4 % of the emitted answers
-agree and they cover 47 % of the ground truth's questions (the five disagreements are two
-still-object headings and three which-camera answers about real objects; before the tracker's
-class groups and detector velocities: 99.4 % and 55 %; before the size, overlap and still-heading
-parts: 99.2 % and 45 %). Held: the issue's 95 %, and 40 %.
+With the refine stage, the roof-heading detector, the gate at its default (0.6, chosen with the
+confidence model on synthetic validation seeds 11 and 12), the geometric segmenter and no
+two-sweep detector velocities, 99.3 % of the emitted answers agree and they cover 77 % of the
+ground truth's questions (with the LiDAR-seeded GrabCut segmenter: 98.4 % and 64 %; with it and
+the detector's two-sweep velocities: 96.4 % and 47 %). Held: 97 % and 60 % (the issue asks for
+95 % and 30 %).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def pandaset_quality(tmp_path_factory):
 def test_lidar_qa_at_the_default_gate_agrees_with_ground_truth_on_pandaset(pandaset_quality):
     r = pandaset_quality
     point = at_threshold(r["curve"]["overall"], DEFAULT_MIN_CONFIDENCE)
-    assert point["agreement"] >= 0.95, point
-    assert point["yield"] >= 0.40, point
+    assert point["agreement"] >= 0.97, point
+    assert point["yield"] >= 0.60, point
     # Every emitted question is at or above the gate, so the curve's point is the whole run.
     assert point["questions"] == r["overall"]["candidate_questions"]
