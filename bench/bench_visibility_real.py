@@ -3,7 +3,7 @@
 Usage::
 
     PYTHONPATH=$PWD python3 bench/bench_visibility_real.py [--dataroot DIR] [--keyframes 0,8]
-        [--segmenter geometric] [--run BEFORE_RUN_DIR] [--synth-runs BEFORE_DIR AFTER_DIR]
+        [--segmenter NAME] [--run BEFORE_RUN_DIR] [--synth-runs BEFORE_DIR AFTER_DIR]
 
 Runs the segment and visibility stages on the clip (``detector: gt``, ``detector_options:
 {noise: null}``) and prints, against a reference computed from the annotations alone (no masks,
@@ -50,14 +50,16 @@ HIDDEN_MIN_COVERED = 0.8
 NEAR_CAR_M = 15.0
 
 
-def load_clip(dataroot: Path, segmenter: str = "geometric"):
-    """The PandaSet clip with ground truth, and the run config of an exact GT replay."""
+def load_clip(dataroot: Path, segmenter: str | None = None):
+    """The PandaSet clip with ground truth, and the run config of an exact GT replay with
+    ``segmenter`` (None: the pipeline's default, so the figures are the default chain's)."""
     from nuscenes.nuscenes import NuScenes
 
     from autolabel.config import PipelineConfig
     from autolabel.pipeline import read_clip_records
 
-    config = PipelineConfig(detector="gt", detector_options={"noise": None}, segmenter=segmenter)
+    chosen = {} if segmenter is None else {"segmenter": segmenter}
+    config = PipelineConfig(detector="gt", detector_options={"noise": None}, **chosen)
     nusc = NuScenes(VERSION, str(dataroot), verbose=False)
     return read_clip_records(nusc, nusc.scene[0]["name"], config), config
 
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataroot", type=Path, default=DEFAULT_DATAROOT)
     parser.add_argument("--keyframes", default="", help="comma-separated keyframes (default: all)")
-    parser.add_argument("--segmenter", default="geometric")
+    parser.add_argument("--segmenter", default=None, help="default: the pipeline's")
     parser.add_argument("--run", type=Path, help="score this run folder instead of running")
     parser.add_argument("--out", type=Path, help="folder for the stage outputs")
     parser.add_argument("--synth-runs", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
@@ -300,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         out = figures(join_reference(ref, visibility, centers), visibility)
         width, height = (int(v) for v in results["views"].image_size_px[0])
         out.update({"cpu_s": round(cpu_s, 1), "image_px": f"{width}x{height}"})
-    out["segmenter"] = "(run folder)" if args.run else args.segmenter
+    out["segmenter"] = "(run folder)" if args.run else config.segmenter
     print(json.dumps(out, indent=1))
     return 0
 

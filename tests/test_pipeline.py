@@ -144,8 +144,8 @@ def test_every_output_and_the_manifest(dataset, first_run):
         assert manifest["stages"]["visibility"]["counts"]["kept"] == kept
         assert (table["rejected_by"] == "").sum() == kept
         assert set(table.loc[~table["keep"], "rejected_by"]) <= {
-            "IN_IMAGE", "LIDAR_POINTS", "MASK_SCORE", "BOX_IOU", "COVERAGE", "VISIBLE_PIXELS",
-            "HULL_OCCLUDED", "LIDAR_OCCLUDED",
+            "IN_IMAGE", "LIDAR_POINTS", "MASK_SCORE", "BOX_IOU", "COVERAGE", "TRACK_SCORE",
+            "IMAGE_EVIDENCE", "VISIBLE_PIXELS", "HULL_OCCLUDED", "LIDAR_OCCLUDED",
         }  # fmt: skip
         vis_summary = json.loads((clip_dir / "visibility_summary.json").read_text())
         assert vis_summary["kept"] == kept and vis_summary["candidates"] == len(views)

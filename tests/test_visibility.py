@@ -218,6 +218,12 @@ def test_segmenter_defaults_and_overrides():
     assert cfg.visibility.min_box_iou == 0.4
     assert cfg.visibility.min_mask_score == geometric.min_mask_score
     assert PipelineConfig(segmenter="lidar").visibility.min_mask_score == 0.8
+    # The weightless geometric segmenter is the default of both the library and the pipeline, and
+    # the pipeline's default thresholds are its own (not STRIDE-QA's, which fit a predicted IoU).
+    from autolabel.segmentation import DEFAULT_SEGMENTER
+
+    assert PipelineConfig().segmenter == DEFAULT_SEGMENTER == "geometric"
+    assert PipelineConfig().visibility == geometric
     with pytest.raises(ValueError, match="visibility: unknown key 'min_iou'"):
         PipelineConfig(visibility={"min_iou": 0.4})
 

@@ -26,7 +26,8 @@ KEYFRAMES = [0, 8]
 def real_run():
     from bench import bench_visibility_real as bench
 
-    clip, config = bench.load_clip(realdata_dir(PANDASET))
+    clip, config = bench.load_clip(realdata_dir(PANDASET))  # the default segmenter
+    assert config.segmenter == "geometric"
     results, visibility, _ = bench.run_segment_visibility(clip, config, KEYFRAMES)
     ref = bench.reference_views(clip, KEYFRAMES)
     joined = bench.join_reference(

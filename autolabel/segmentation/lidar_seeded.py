@@ -1,6 +1,6 @@
 """LiDAR-seeded segmenter: GrabCut inside the projected box, seeded by the object's LiDAR points.
 
-The default segmenter; it needs no weights. Per object:
+A weightless segmenter (the default is ``geometric``, which uses it for image evidence). Per object:
 
 1. Crop the projected box plus a margin and shrink it so its longer side is at most
    ``working_max_side_px`` (GrabCut's cost grows with the pixel count; the mask is scaled back).

@@ -143,7 +143,7 @@ class Sam2Segmenter:
                 "segmenter 'sam2' is unavailable without weights: pass checkpoint_path (a SAM2 "
                 "checkpoint .pt on disk, e.g. sam2.1_hiera_large.pt) and model_config (its Hydra "
                 "config name in the sam2 package, e.g. configs/sam2.1/sam2.1_hiera_l.yaml); "
-                "nothing is downloaded. Use --segmenter lidar to run without weights."
+                "nothing is downloaded. Use --segmenter geometric to run without weights."
             )
         checkpoint = Path(config.checkpoint_path)
         if not checkpoint.is_file():
