@@ -18,8 +18,11 @@ Per keyframe, in the ego frame:
    Laser Scanners", 2017), height from the ground to the highest point;
 5. class: the detection class whose typical size best explains the box, allowing the box to be
    smaller than the object along its length and width (only the near faces are seen) but not
-   larger; clusters no class explains (walls, vegetation, poles) are dropped. The box is then
-   grown to the class's typical footprint away from the sensor, since the far faces are unseen.
+   larger; clusters no class explains (walls, vegetation, poles) are dropped. A far object's top
+   may lie up to where the next beam above its highest return passes (the beams' elevations are
+   read off the sweep), so a box lower than the class is excused by that headroom. The box is
+   then grown to the class's typical footprint away from the sensor, since the far faces are
+   unseen, and to its typical height as far as the headroom allows.
    A car heads away from its roof (the top quarter of its returns: cabins sit behind the bonnet);
    where the roof sits near the middle the heading pointing forward in the ego frame is kept;
 6. score: the product of a point-count term, the size likelihood and the share of points lying on
@@ -381,7 +384,11 @@ def fit_rectangles(
 
 
 def size_cost(
-    length_m: np.ndarray, width_m: np.ndarray, height_m: np.ndarray, thin_m: float
+    length_m: np.ndarray,
+    width_m: np.ndarray,
+    height_m: np.ndarray,
+    thin_m: float,
+    headroom_m: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """(C, K) how badly each of C observed boxes fits each class's typical size.
 
@@ -390,12 +397,15 @@ def size_cost(
     the class, 0.4 (length, width) and 0.35 (height) when it is smaller, because occlusion hides
     parts of objects and a far object's top may fall between beams. A side below ``thin_m`` next
     to one of at least ``3 thin_m`` is a single visible face (an I-shape): the object's extent
-    across it is unseen and costs nothing.
+    across it is unseen and costs nothing. The true top lies up to ``headroom_m`` (C,) above the
+    highest return (the next beam up passes over the object there, see ``top_headroom_m``), so
+    the tolerance for a box lower than the class widens by ``log(1 + headroom / height)``.
     """
     typical = TYPICAL_SIZE_WLH_M
 
     def term(obs, typ, over_tol, under_tol):
-        r = stable_math.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
+        obs = obs if obs.ndim == 2 else obs[:, None]
+        r = stable_math.log(np.maximum(obs, 1e-3) / typ[None, :])
         return np.where(r > 0, r / over_tol, r / under_tol) ** 2
 
     # A face is seen alone when one side is thin and the other clearly is not (a pole is thin
@@ -404,7 +414,12 @@ def size_cost(
     free_width = (width_m < thin_m) & (length_m >= 3 * thin_m)
     cost_length = np.where(free_length[:, None], 0.0, term(length_m, typical[:, 1], 0.15, 0.4))
     cost_width = np.where(free_width[:, None], 0.0, term(width_m, typical[:, 0], 0.15, 0.4))
-    return cost_length + cost_width + term(height_m, typical[:, 2], 0.2, 0.35)
+    # A class taller than the highest return is excused by up to the headroom (as a log ratio);
+    # one shorter is not (returns above its typical top are real).
+    headroom_m = np.broadcast_to(headroom_m, height_m.shape)
+    excuse = stable_math.log(1.0 + headroom_m / np.maximum(height_m, 1e-3))
+    cost_height = term(height_m, typical[:, 2], 0.2, np.hypot(0.35, excuse)[:, None])
+    return cost_length + cost_width + cost_height
 
 
 def detect_boxes_ego(
@@ -412,6 +427,7 @@ def detect_boxes_ego(
     config: LidarGeometricConfig,
     sensor_xy_m: np.ndarray,
     time_lag_s: np.ndarray | None = None,
+    sensor_z_m: float | None = None,
 ) -> Boxes3D:
     """Boxes (ego frame, no velocity) from one keyframe's (P, 3) ego-frame points.
 
@@ -421,8 +437,11 @@ def detect_boxes_ego(
         sensor_xy_m: (2,) LiDAR position in the ego frame: the side of each object facing it is the
             seen side, so boxes grow away from it.
         time_lag_s: (P,) age of each point's sweep, seconds (0: the keyframe's own); None: all 0.
+        sensor_z_m: LiDAR height in the ego frame, metres: with it, the beams' elevations are
+            read off the returns and a box's top may lie up to the next beam above its highest
+            return (``top_headroom_m``); None: the highest return is the top.
     """
-    return _detect_clusters(points_ego, config, sensor_xy_m, time_lag_s)[0]
+    return _detect_clusters(points_ego, config, sensor_xy_m, time_lag_s, sensor_z_m)[0]
 
 
 _NO_CLUSTERS = np.zeros(0, dtype=np.int64)
@@ -434,6 +453,7 @@ def _detect_clusters(
     config: LidarGeometricConfig,
     sensor_xy_m: np.ndarray,
     time_lag_s: np.ndarray | None = None,
+    sensor_z_m: float | None = None,
 ) -> tuple[Boxes3D, np.ndarray, np.ndarray]:
     """``detect_boxes_ego`` plus the cluster each box came from (a runner-up shares its cluster)
     and whether its heading was settled by its roof."""
@@ -445,6 +465,11 @@ def _detect_clusters(
     lag = np.zeros(len(points)) if time_lag_s is None else np.asarray(time_lag_s)[keep]
     if len(points) == 0:
         return Boxes3D.empty("ego"), _NO_CLUSTERS, _NO_FLAGS
+    if sensor_z_m is None:
+        rings_rad = np.zeros(0)
+    else:
+        sensor_xyz_m = np.array([sensor_xy_m[0], sensor_xy_m[1], sensor_z_m])
+        rings_rad = ring_elevations_rad(points[lag == 0], sensor_xyz_m)
     ground = estimate_ground(
         points, config.max_range_m, config.ground_cell_m, config.ground_max_offset_m
     )
@@ -484,6 +509,13 @@ def _detect_clusters(
     n_points = np.diff(np.append(starts, len(sorted_labels)))
     top_height = np.maximum.reduceat(height[order], starts)
     roof = roof_offsets_m(points[order, :2], height[order], starts, top_height, rects)
+    if len(rings_rad):
+        highest = order[np.lexsort((-height[order], sorted_labels))[starts]]
+        headroom = np.minimum(
+            top_headroom_m(points[highest], sensor_xyz_m, rings_rad), config.max_object_height_m
+        )
+    else:
+        headroom = np.zeros(len(starts))
 
     ext1, ext2, angle1 = rects[:, 2], rects[:, 3], rects[:, 4]
     # Two hypotheses per rectangle: the object's length lies along e1, or along e2. Both are
@@ -494,7 +526,7 @@ def _detect_clusters(
     n_clusters = len(rects)
     cost = np.stack(
         [
-            size_cost(length_h[:, k], width_h[:, k], top_height, config.thin_extent_m)
+            size_cost(length_h[:, k], width_h[:, k], top_height, config.thin_extent_m, headroom)
             for k in range(2)
         ],
         axis=2,
@@ -531,6 +563,7 @@ def _detect_clusters(
     # The roof's offset along the box's length (+: towards the yaw of hypothesis 0's e1 axis).
     roof_along = roof[cluster, hypothesis]
     top_height, edge_share, n_points = top_height[cluster], rects[cluster, 5], n_points[cluster]
+    headroom = headroom[cluster]
 
     if config.complete_to_typical_size:
         # The seen faces are the ones towards the sensor: grow the box away from it.
@@ -548,6 +581,8 @@ def _detect_clusters(
             + axis_width * (0.5 * grow_width * sign_width)[:, None]
         )
         length_m, width_m = length_m + grow_length, width_m + grow_width
+        # Up to the class's height, as far as the beam above the highest return allows.
+        top_height = np.clip(typical[:, 2], top_height, top_height + headroom)
 
     # pi-ambiguous: a car heads away from its roof (the cabin sits behind the bonnet); where
     # that is unclear, keep the heading that points forward in the ego frame.
@@ -576,6 +611,69 @@ def _detect_clusters(
         frame="ego",
     )
     return boxes, cluster, roof_known
+
+
+def ring_elevations_rad(
+    points_ego: np.ndarray, sensor_xyz_m: np.ndarray, bin_deg: float = 0.05
+) -> np.ndarray:
+    """(B,) ascending elevation of each beam of a spinning LiDAR, radians, read off its returns.
+
+    Each beam's returns share one elevation seen from the sensor, so they pile up in a histogram
+    of elevations (bins of ``bin_deg``); a ring is a local maximum holding at least 0.2 % of the
+    returns (and 20), and maxima within two bins are one ring. Read from the data rather than a
+    rig file because layouts differ (32 beams 1.33 degrees apart; a Pandar64's 0.17 degrees near
+    the horizon) and a dataset's calibration may not say.
+
+    Args:
+        points_ego: (P, 3) one sweep's returns, ego frame, metres (the sensor assumed level).
+        sensor_xyz_m: (3,) the LiDAR's position in the ego frame, metres.
+    """
+    offset = points_ego - sensor_xyz_m
+    elevation_deg = np.degrees(np.arctan2(offset[:, 2], np.hypot(offset[:, 0], offset[:, 1])))
+    edges = np.arange(-90.0, 90.0 + bin_deg, bin_deg)
+    counts, _ = np.histogram(elevation_deg, edges)
+    floor = max(20.0, 0.002 * len(elevation_deg))
+    peak = (counts >= floor) & (counts > np.r_[0, counts[:-1]]) & (counts >= np.r_[counts[1:], 0])
+    bins = np.flatnonzero(peak)
+    bins = bins[np.r_[True, np.diff(bins) > 2]]
+    return np.radians(edges[bins] + 0.5 * bin_deg)
+
+
+def top_headroom_m(
+    top_xyz_ego: np.ndarray, sensor_xyz_m: np.ndarray, rings_rad: np.ndarray
+) -> np.ndarray:
+    """(C,) how far above each cluster's highest return its true top may lie, metres.
+
+    The highest return sits on some beam; the next beam up passed over the object (or it would
+    have returned higher), so the top lies below where that beam crosses the return's range:
+    ``range (tan(next elevation) - tan(elevation))``. Far objects lose most of their height this
+    way (1.33 degree spacing: 0.9 m at 40 m). Unbounded (inf) with fewer than two rings.
+
+    Args:
+        top_xyz_ego: (C, 3) each cluster's highest return, ego frame, metres.
+        sensor_xyz_m: (3,) the LiDAR's position in the ego frame, metres.
+        rings_rad: (B,) ascending beam elevations (``ring_elevations_rad``).
+    """
+    offset = top_xyz_ego - sensor_xyz_m
+    range_m = np.hypot(offset[:, 0], offset[:, 1])
+    elevation = np.arctan2(offset[:, 2], range_m)
+    if len(rings_rad) < 2:
+        return np.full(len(range_m), np.inf)
+    k = np.searchsorted(rings_rad, elevation)
+    below = np.clip(k - 1, 0, len(rings_rad) - 1)
+    above = np.clip(k, 0, len(rings_rad) - 1)
+    ring = np.where(
+        np.abs(elevation - rings_rad[below]) <= np.abs(rings_rad[above] - elevation), below, above
+    )
+    # The gap to the next ring up, no wider than its neighbourhood's typical gap: a ring may
+    # return too little to be found (beams over the horizon see sky), and above the highest
+    # ring found the layout continues at its last spacing.
+    spacing = np.diff(rings_rad)
+    padded = np.r_[spacing[:1], spacing[:1], spacing, spacing[-1:], spacing[-1:]]
+    typical = np.median(np.lib.stride_tricks.sliding_window_view(padded, 5), axis=1)
+    gap = np.minimum(np.r_[spacing, spacing[-1]], np.r_[typical, typical[-1]])[ring]
+    headroom = range_m * (np.tan(rings_rad[ring] + gap) - np.tan(elevation))
+    return np.maximum(headroom, 0.0)
 
 
 def below_overhangs(
@@ -707,7 +805,11 @@ class LidarGeometricDetector(Detector):
         points_ego, lag_s = keyframe_points_ego(frame, config.num_sweeps)
         ego_SE3_lidar = frame.lidar.ego_SE3_lidar or frame.lidar_calibration.ego_SE3_lidar
         boxes, clusters, by_roof = _detect_clusters(
-            points_ego, config, ego_SE3_lidar.translation[:2], lag_s
+            points_ego,
+            config,
+            ego_SE3_lidar.translation[:2],
+            lag_s,
+            float(ego_SE3_lidar.translation[2]),
         )
         earlier = self._velocity_sweep(frame)
         if earlier is not None and len(boxes):
@@ -719,8 +821,9 @@ class LidarGeometricDetector(Detector):
             points_before = key_ego_SE3_sweep_lidar.transform_points(
                 load_lidar_points(earlier)[:, :3].astype(np.float64)
             )
+            sensor = key_ego_SE3_sweep_lidar.translation
             boxes_before, clusters_before, _ = _detect_clusters(
-                points_before, config, key_ego_SE3_sweep_lidar.translation[:2]
+                points_before, config, sensor[:2], None, float(sensor[2])
             )
             dt_s = (frame.timestamp_us - earlier.timestamp_us) * 1e-6
             velocity = box_velocities(

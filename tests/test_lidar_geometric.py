@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from detection_scenes import box_set, make_frame, ray_cast
+from detection_scenes import BEAM_ELEVATION_DEG, box_set, make_frame, ray_cast
 
 from autolabel.boxes import Boxes3D
 from autolabel.classes import class_index
@@ -20,7 +20,10 @@ from detectors.lidar_geometric import (
     detect_boxes_ego,
     estimate_ground,
     fit_rectangles,
+    ring_elevations_rad,
+    size_cost,
     supported_by_keyframe,
+    top_headroom_m,
 )
 from detectors.lidar_points import keyframe_points_ego
 
@@ -225,3 +228,46 @@ def test_earlier_sweeps_count_only_next_to_keyframe_returns():
     lag = np.array([0.0, 0.0, 0.3, 0.3])
     keep = supported_by_keyframe(xy, lag, 52.0, 0.3, 0.3)
     np.testing.assert_array_equal(keep, [True, True, True, False])
+
+
+def test_beam_elevations_are_read_off_the_returns():
+    # Every beam that reaches the ground within range (below about -1.5 degrees from 1.84 m
+    # over 70 m) is one ring, at its own elevation.
+    sensor = np.array([0.94, 0.0, 1.84])
+    points = ray_cast(Boxes3D.empty("ego"), sensor)
+    rings = np.degrees(ring_elevations_rad(points, sensor))
+    beams = BEAM_ELEVATION_DEG[BEAM_ELEVATION_DEG < -1.6]
+    assert len(rings) == len(beams)
+    np.testing.assert_allclose(rings, np.sort(beams), atol=0.05)
+
+
+def test_headroom_reaches_the_next_beam_up():
+    sensor = np.array([0.0, 0.0, 2.0])
+    rings = np.radians([-3.0, -2.0, -1.0, 0.0])
+    tan = np.tan(np.radians([-3.0, -2.0, -1.0, 0.0, 1.0]))
+    top = np.array([[40.0, 0.0, 2.0 + 40 * tan[1]], [0.0, 30.0, 2.0 + 30 * tan[3]]])
+    # On the -2 degree beam at 40 m: up to where the -1 degree beam crosses 40 m. On the top
+    # ring found: up to the next beam at the same 1 degree spacing.
+    expected = [40 * (tan[2] - tan[1]), 30 * (tan[4] - tan[3])]
+    np.testing.assert_allclose(top_headroom_m(top, sensor, rings), expected, rtol=1e-9)
+    # A ring too sparse to be found does not widen the gap beyond its neighbours' spacing.
+    gappy = np.radians([-4.0, -3.0, -2.0, 0.0, 1.0])
+    np.testing.assert_allclose(top_headroom_m(top[:1], sensor, gappy), expected[:1], rtol=1e-9)
+
+
+def test_a_low_top_is_excused_by_the_headroom_not_a_high_one():
+    car, barrier = class_index("car"), class_index("barrier")
+    # A car's typical 4.61 x 1.95 m footprint whose highest return is 0.6 m up: by height alone it is a barrier
+    # (typical 0.98 m) rather than a car (1.72 m); with the next beam 0.9 m higher the car's
+    # deficit log(0.6 / 1.72) is judged with tolerance hypot(0.35, log(1 + 0.9 / 0.6)).
+    args = (np.array([4.61]), np.array([1.95]), np.array([0.6]), 0.35)
+    plain, excused = size_cost(*args)[0], size_cost(*args, np.array([0.9]))[0]
+    deficit = np.log(0.6 / 1.72)
+    assert plain[car] == pytest.approx((deficit / 0.35) ** 2, rel=1e-9)
+    tolerance = np.hypot(0.35, np.log(1 + 0.9 / 0.6))
+    assert excused[car] == pytest.approx((deficit / tolerance) ** 2, rel=1e-9)
+    # A box taller than the class pays as before: the headroom only excuses missing height.
+    tall = (np.array([0.49]), np.array([2.49]), np.array([1.5]), 0.35)
+    assert size_cost(*tall, np.array([0.9]))[0, barrier] == pytest.approx(
+        size_cost(*tall)[0, barrier], rel=1e-12
+    )
