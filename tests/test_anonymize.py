@@ -127,6 +127,47 @@ def test_regions_move_with_velocity_and_skip_non_person_classes():
     assert len(plate_and_head_regions(cone, CAMERA, SE3.identity(), config=BARE)) == 0
 
 
+def test_annotations_are_drawn_where_the_camera_saw_them():
+    """box_time auto: a box with no extra margin (an annotation at its keyframe) is not moved to
+    the image's capture time; one filled in along a track is; ``keyframe`` moves both."""
+    from pathlib import Path
+
+    from autolabel.anonymize import AnonymizeConfig, anonymize_image, box_motion_s
+    from autolabel.clip import CameraImage
+
+    car = _box("car", 12.0, 0.0, (2.0, 4.0, 1.5), yaw=np.pi, vx=-20.0)
+    image = np.zeros((600, 800, 3), np.uint8)
+    cam = CameraImage(Path("x.jpg"), CAMERA, SE3.identity(), 100_000)  # 0.1 s after the boxes
+    assert box_motion_s(100_000, np.array([0.0, 0.3]), 2, "auto").tolist() == [0.0, 0.1]
+    assert box_motion_s(100_000, None, 2, "keyframe").tolist() == [0.1, 0.1]
+    assert box_motion_s(100_000, np.array([0.3]), 1, "capture").tolist() == [0.0]
+
+    def bounds(extra: float, box_time: str) -> np.ndarray:
+        cfg = AnonymizeConfig(geometric=BARE, learned_faces=False, box_time=box_time)
+        out = anonymize_image(image, cam, car, 0, cfg, extra_margin_m=np.array([extra]))
+        return _bounds(out.regions)
+
+    # Unmoved: the front face at 10 m; patch half width 0.25 m, z 0.35 .. 0.65 m.
+    at_10 = [
+        400 - 500 * 0.25 / 10,
+        300 + 500 * 0.85 / 10,
+        400 + 500 * 0.25 / 10,
+        300 + 500 * 1.15 / 10,
+    ]
+    assert np.allclose(bounds(0.0, "auto"), [at_10])
+    # Moved 0.1 s at -20 m/s: the face at 8 m, the patch grown by the 0.1 m margin on each side
+    # (8 -+ 0.1 m deep; its top, below the camera, is highest on the far side).
+    e = 0.1
+    at_8 = [400 - 500 * (0.25 + e) / (8 - e), 300 + 500 * (0.85 - e) / (8 + e),
+            400 + 500 * (0.25 + e) / (8 - e), 300 + 500 * (1.15 + e) / (8 - e)]  # fmt: skip
+    assert np.allclose(bounds(e, "auto"), [at_8])
+    assert np.allclose(
+        bounds(0.0, "keyframe")[0, [0, 2]], [400 - 500 * 0.25 / 8, 400 + 500 * 0.25 / 8]
+    )
+    with pytest.raises(ValueError, match="box_time"):
+        AnonymizeConfig(box_time="sweep")
+
+
 def test_region_beside_the_camera_does_not_blow_up():
     # A pedestrian 3 m to the right and level with the camera: crosses the near plane, its head
     # is outside the field of view; the region must not cover the image.

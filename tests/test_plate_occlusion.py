@@ -83,3 +83,20 @@ def test_a_plate_partly_beside_the_nearer_car_stays_blurred():
             cars, CAMERA, SE3.identity(), config=BARE, occlusion=OcclusionConfig()
         )
         assert len(kept) == (1 if hidden else 2)
+
+
+def test_a_moving_body_hides_only_what_it_hides_wherever_the_camera_saw_it():
+    # The far car's plate centred 1.68 m left: y 1.43 .. 1.93, u = 400 - 500 y / 18 = 346.4 ..
+    # 360.3. The near car standing still covers u from 400 - 500 * 0.9 / 8.1 = 344.4: hidden.
+    # Driving at 10 m/s, it is unsure by 10 * 0.05 = 0.5 m along its heading, so its body starts
+    # at 8.6 m and covers u from 400 - 500 * 0.9 / 8.6 = 347.7 only: the plate is kept.
+    timed = GeometricConfig(**{**BARE.__dict__, "time_sigma_s": 0.05})
+    for speed, hidden in ((0.0, True), (10.0, False)):
+        cars = _queue()
+        cars.center_m[1, 1] = 1.68
+        cars.velocity_mps[0] = [speed, 0.0]
+        cars.velocity_mps[1] = [0.0, 0.0]
+        kept = plate_and_head_regions(
+            cars, CAMERA, SE3.identity(), config=timed, occlusion=OcclusionConfig()
+        )
+        assert len(kept) == (1 if hidden else 2)

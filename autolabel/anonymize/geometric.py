@@ -21,8 +21,9 @@ error of an annotation-grade box; boxes a run estimated add ``run_box_sigma_m`` 
 face centre a yaw error of ``yaw_sigma_deg`` causes, and a per-box extra (e.g. the uncertainty of
 a box interpolated or extrapolated along its track, :mod:`autolabel.anonymize.track_fill`). No constant margin covers the whole car.
 
-Boxes are given at their keyframe's (LiDAR) time and moved to the image's capture time by their
-velocity where it is known (cameras fire up to ~50 ms later). The geometry is vectorized over
+Boxes are given at their keyframe's (LiDAR) time; the caller says how far each moves by its
+velocity to the image's capture time (cameras fire up to ~100 ms apart; see ``box_time`` of
+:class:`autolabel.anonymize.AnonymizeConfig`). The geometry is vectorized over
 boxes; only the convex hull is taken region by region (OpenCV, a few dozen per image).
 """
 
@@ -257,9 +258,11 @@ def rects_from_boxes_2d(
     return rects, np.flatnonzero(keep)
 
 
-def boxes_at_time(boxes: Boxes3D, dt_s: float) -> Boxes3D:
-    """The boxes moved ``dt_s`` seconds along their velocity (unchanged where it is unknown)."""
-    shift = np.nan_to_num(np.asarray(boxes.velocity_mps, dtype=np.float64)) * float(dt_s)
+def boxes_at_time(boxes: Boxes3D, dt_s: float | np.ndarray) -> Boxes3D:
+    """The boxes moved ``dt_s`` seconds (one for all, or (N,) per box) along their velocity
+    (unchanged where it is unknown)."""
+    dt = np.broadcast_to(np.asarray(dt_s, dtype=np.float64), (len(boxes),))
+    shift = np.nan_to_num(np.asarray(boxes.velocity_mps, dtype=np.float64)) * dt[:, None]
     center = boxes.center_m.copy()
     center[:, :2] += shift
     return Boxes3D(
@@ -420,7 +423,7 @@ def plate_and_head_regions(
     boxes_global: Boxes3D,
     camera: CameraCalibration,
     global_SE3_ego: SE3,
-    dt_s: float = 0.0,
+    dt_s: float | np.ndarray = 0.0,
     config: GeometricConfig | None = None,
     extra_margin_m: np.ndarray | None = None,
     plate_anchor_m: np.ndarray | None = None,
@@ -432,7 +435,8 @@ def plate_and_head_regions(
         boxes_global: (N,) boxes in the global frame at the keyframe's time.
         camera: the image's camera (intrinsics, ``ego_SE3_camera``, size).
         global_SE3_ego: ego pose at the image's capture time.
-        dt_s: image capture time minus the boxes' time, seconds (boxes move by their velocity).
+        dt_s: seconds each box moves by its velocity to reach the image's capture time (one for
+            all, or (N,) per box; 0 for a box already where the camera saw it).
         config: cuboid sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
         plate_anchor_m: (N, 2, 4) LiDAR plate anchors (see ``region_cuboids``; None: none).
@@ -446,7 +450,7 @@ def plate_and_head_regions(
     cfg = config or GeometricConfig()
     if boxes_global.frame != "global":
         raise ValueError(f"plate_and_head_regions: boxes must be global, got {boxes_global.frame}")
-    boxes = boxes_at_time(boxes_global, dt_s) if dt_s else boxes_global
+    boxes = boxes_at_time(boxes_global, dt_s) if np.any(dt_s) else boxes_global
     cuboids, source, face_sign = region_cuboids(boxes, cfg, extra_margin_m, plate_anchor_m)
     if len(cuboids) == 0:
         return BlurRegions.empty()
@@ -481,7 +485,7 @@ def plate_and_head_regions(
     if occlusion is not None and occlusion.enabled and shown.any():
         extra = np.zeros(len(boxes)) if extra_margin_m is None else np.asarray(extra_margin_m)
         solid = np.isin(boxes.class_name, cfg.plate_classes) & (extra <= 0)
-        bodies = opaque_bodies(boxes, solid, occlusion)
+        bodies = opaque_bodies(boxes, solid, occlusion, cfg.time_sigma_s)
         body_depth = nearest_body_depth(bodies, camera, camera_SE3_global)
         idx = np.flatnonzero(shown)
         near = depth[ok][idx]

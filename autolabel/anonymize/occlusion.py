@@ -58,15 +58,26 @@ class OcclusionConfig:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
 
 
-def opaque_bodies(boxes: Boxes3D, is_vehicle: np.ndarray, config: OcclusionConfig) -> Boxes3D:
-    """The lower, inset bodies of the vehicle boxes (same frame)."""
+def opaque_bodies(
+    boxes: Boxes3D, is_vehicle: np.ndarray, config: OcclusionConfig, time_sigma_s: float = 0.0
+) -> Boxes3D:
+    """The lower, inset bodies of the vehicle boxes (same frame).
+
+    A moving box is unsure along its velocity by its speed times ``time_sigma_s`` (the camera may
+    see it that much earlier or later than the box shows it): the body shrinks by that on each
+    side, along and across its heading, so it hides only what it hides wherever it was.
+    """
     bodies = boxes[np.asarray(is_vehicle, dtype=bool)]
     size = bodies.size_wlh_m.copy()
     center = bodies.center_m.copy()
     height = size[:, 2] * config.body_height_fraction
     center[:, 2] = center[:, 2] - 0.5 * size[:, 2] + 0.5 * height
-    size[:, 0] = np.maximum(size[:, 0] - 2 * config.body_inset_m, 0.0)
-    size[:, 1] = np.maximum(size[:, 1] - 2 * config.body_inset_m, 0.0)
+    v = np.nan_to_num(np.asarray(bodies.velocity_mps, dtype=np.float64))
+    c, s = np.cos(bodies.yaw_rad), np.sin(bodies.yaw_rad)
+    along = np.abs(c * v[:, 0] + s * v[:, 1]) * time_sigma_s
+    across = np.abs(-s * v[:, 0] + c * v[:, 1]) * time_sigma_s
+    size[:, 0] = np.maximum(size[:, 0] - 2 * (config.body_inset_m + across), 0.0)
+    size[:, 1] = np.maximum(size[:, 1] - 2 * (config.body_inset_m + along), 0.0)
     size[:, 2] = height
     return Boxes3D(
         center_m=center,
