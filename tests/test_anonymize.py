@@ -41,7 +41,7 @@ CAMERA = CameraCalibration(
 )
 BARE = GeometricConfig(
     plate_sizes_m=((0.5, 0.1),), front_plate_height_m=(0.4, 0.6), rear_plate_height_m=(0.5, 1.0),
-    plate_depth_m=0.0, position_sigma_m=0.0, yaw_sigma_deg=0.0, head_band_m=0.3, head_above_m=0.0,
+    plate_depth_m=0.0, plate_recess_m=(0.0, 0.0), position_sigma_m=0.0, yaw_sigma_deg=0.0, head_band_m=0.3, head_above_m=0.0,
     head_bottom_max_m=1.0, head_top_min_m=1.2, head_short_box_m=1.2, time_sigma_s=0.0,
     min_plate_px=0.0,
 )  # fmt: skip

@@ -48,9 +48,11 @@ def test_bright_returns_on_the_rear_face_bound_the_plate(yaw):
     intensity = np.array([255.0, 250.0, 255.0, 40.0, 230.0])
     sensor = _in_global(yaw, [-10.0], [0.0], [0.75])[0]
     anchors = plate_anchors(_car(yaw), points, intensity, sensor, GEO, LIDAR)
-    assert anchors.shape == (1, 2, 4)
+    assert anchors.shape == (1, 2, 6)
     assert np.isnan(anchors[0, 0]).all()  # no bright return on the front
+    # Depth: the returns lie 2.25 - 2.05 = 0.2 m behind the rear face, -+ the 0.05 m margin.
     expected = [0.1 - 0.52 - GROW, -0.1 + 0.52 + GROW, 0.95 - 0.15 - GROW, 0.90 + 0.15 + GROW]
+    expected += [0.2 - 0.05, 0.2 + 0.05]
     assert np.allclose(anchors[0, 1], expected)
 
 
@@ -82,9 +84,10 @@ def test_only_vehicles_get_anchors():
 
 def test_an_anchor_narrows_the_rear_patch_and_never_widens_it():
     car = _car(0.0)
-    anchor = np.full((1, 2, 4), np.nan)
-    # Plate bound lateral 0.0 .. 0.6 (reaching past the band's 0.3385 m), 0.8 .. 1.1 m high.
-    anchor[0, 1] = [0.0, 0.6, 0.8, 1.1]
+    anchor = np.full((1, 2, 6), np.nan)
+    # Plate bound lateral 0.0 .. 0.6 (reaching past the band's 0.3385 m), 0.8 .. 1.1 m high,
+    # 0.1 .. 0.3 m behind the rear face.
+    anchor[0, 1] = [0.0, 0.6, 0.8, 1.1, 0.1, 0.3]
     plain, source, face = region_cuboids(car, GEO)
     narrowed, _, _ = region_cuboids(car, GEO, plate_anchor_m=anchor)
     rear = np.flatnonzero((source == SOURCE_PLATE) & (face < 0))[0]
@@ -98,7 +101,14 @@ def test_an_anchor_narrows_the_rear_patch_and_never_widens_it():
     assert np.isclose(narrowed.center_m[rear, 1], band_half / 2)
     assert np.isclose(narrowed.size_wlh_m[rear, 2], 0.3)
     assert np.isclose(narrowed.center_m[rear, 2], 0.95)
-    assert np.isclose(narrowed.size_wlh_m[rear, 1], plain.size_wlh_m[rear, 1])  # depth kept
+    # Depth: the anchor's 0.1 .. 0.3 m behind the face (x = -2.25), no margin (the car stands):
+    # 0.2 m thick, centred at x = -2.05. Without it: plate_depth_m + 2 e thick, centred
+    # plate_recess_m behind the face.
+    assert np.isclose(narrowed.size_wlh_m[rear, 1], 0.2)
+    assert np.isclose(narrowed.center_m[rear, 0], -2.05)
+    assert np.isclose(plain.size_wlh_m[rear, 1], GEO.plate_depth_m + 2 * e)
+    assert np.isclose(plain.center_m[rear, 0], -2.25 + GEO.plate_recess_m[1])
+    assert np.isclose(plain.center_m[front, 0], 2.25 - GEO.plate_recess_m[0])
     # The front face had no anchor: its patch is the band, unchanged.
     assert np.allclose(narrowed.center_m[front], plain.center_m[front])
     assert np.allclose(narrowed.size_wlh_m[front], plain.size_wlh_m[front])

@@ -21,7 +21,7 @@ CAMERA = CameraCalibration(
 )
 # Rear plate centres 0.5 - 1.0 m high, a 0.5 x 0.1 m plate, no thickness and no uncertainty.
 BARE = GeometricConfig(
-    plate_sizes_m=((0.5, 0.1),), rear_plate_height_m=(0.5, 1.0), plate_depth_m=0.0,
+    plate_sizes_m=((0.5, 0.1),), rear_plate_height_m=(0.5, 1.0), plate_depth_m=0.0, plate_recess_m=(0.0, 0.0),
     position_sigma_m=0.0, yaw_sigma_deg=0.0, time_sigma_s=0.0,
 )  # fmt: skip
 

@@ -8,7 +8,8 @@ hull of the cuboid's corners and of the points where its edges pierce the camera
 - plate patches: on the front and rear faces of a vehicle's box, centred laterally (plates are
   mounted on the car's centre line), plate-sized: the envelope of the US (0.31 x 0.15 m) and EU
   (0.52 x 0.11 m) plates, over the heights where plates are mounted (front and rear ranges, the
-  plate's centre above the box bottom). Only faces that look toward the camera are kept (the
+  plate's centre above the box bottom), a little behind the face plane (the box's face is the
+  bumper's; plates sit in recesses). Only faces that look toward the camera are kept (the
   face's outward normal points at the camera centre, within ``facing_min_cos``);
 - heads: the top ``head_band_m`` of a pedestrian's box over its footprint, or of a cycle's over
   the rider's part of it (cycles are taken as ridden: a box cannot tell). A box lower than
@@ -75,7 +76,11 @@ class GeometricConfig:
         front_plate_height_m, rear_plate_height_m: range of the plate centre's height above the
             box bottom on the front and on the rear face (EU: plate edges 0.3 - 1.2 m above the
             road; US: rear plates 0.3 - 1.5 m, in practice on bumpers and tailgates below 1.2 m).
-        plate_depth_m: thickness of the patch around the face plane before the uncertainty.
+        plate_depth_m: thickness of the patch before the uncertainty.
+        plate_recess_m: (front, rear) depth of the patch's centre behind the face plane: the
+            box's face is the bumper's, plates sit in recesses and on tailgates behind it
+            (PandaSet-002's plate returns, all 16 keyframes: median 0.08 m behind the front
+            face, 0.19 m behind the rear face).
         position_sigma_m: error of a box's position and size, added to every side of its regions
             (0.05: annotation-grade boxes; on PandaSet-002's annotations every hand-labelled plate
             of the keyframes the margins were set on is covered even at 0, see the README).
@@ -106,6 +111,7 @@ class GeometricConfig:
     front_plate_height_m: tuple[float, float] = (0.3, 0.75)
     rear_plate_height_m: tuple[float, float] = (0.35, 1.2)
     plate_depth_m: float = 0.3
+    plate_recess_m: tuple[float, float] = (0.08, 0.19)
     position_sigma_m: float = 0.05
     yaw_sigma_deg: float = 2.0
     time_sigma_s: float = 0.05
@@ -140,6 +146,10 @@ class GeometricConfig:
         ):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        if len(self.plate_recess_m) != 2 or not np.all(np.isfinite(self.plate_recess_m)):
+            raise ValueError(
+                f"plate_recess_m: expected (front, rear) metres, got {self.plate_recess_m!r}"
+            )
         if self.head_band_m + self.head_above_m <= 0:
             raise ValueError("head_band_m + head_above_m: the head region must have a height")
         if not self.head_top_min_m > self.head_bottom_max_m:
@@ -289,9 +299,10 @@ def region_cuboids(
         boxes: (N,) boxes.
         config: region sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
-        plate_anchor_m: (N, 2, 4) where the LiDAR placed each box's front and rear plate
-            (``autolabel.anonymize.lidar_plates``, box frame); a face with an anchor gets a patch
-            over the anchor's bound only (within the band), one without keeps the band.
+        plate_anchor_m: (N, 2, 6) where the LiDAR placed each box's front and rear plate
+            (``autolabel.anonymize.lidar_plates.ANCHOR_COLUMNS``, box frame); a face with an
+            anchor gets a patch over the anchor's bound only (within the band, at the depth of
+            its returns), one without keeps the band at ``plate_recess_m``.
 
     Returns:
         cuboids (M,) as ``Boxes3D`` (``track_id`` = row of the source box), (M,) int8 source
@@ -343,12 +354,16 @@ def region_cuboids(
         z_hi = np.where(has, np.minimum(z_hi, bottom_p + a[:, 3]), z_hi)
         y_hi, z_hi = np.maximum(y_hi, y_lo), np.maximum(z_hi, z_lo)
     left = np.stack([-np.sin(yaw), np.cos(yaw), np.zeros(n)], axis=1)
-    plate_size = np.stack(
-        [y_hi - y_lo, cfg.plate_depth_m + 2 * (e_p + moving[rows_p]), z_hi - z_lo], axis=1
-    )
+    recess = np.where(sign > 0, cfg.plate_recess_m[0], cfg.plate_recess_m[1])
+    thickness = cfg.plate_depth_m + 2 * (e_p + moving[rows_p])
+    if plate_anchor_m is not None and len(rows_p):
+        # Its returns say how deep the plate is; only the time it was seen is still unsure.
+        recess = np.where(has, 0.5 * (a[:, 4] + a[:, 5]), recess)
+        thickness = np.where(has, a[:, 5] - a[:, 4] + 2 * moving[rows_p], thickness)
+    plate_size = np.stack([y_hi - y_lo, thickness, z_hi - z_lo], axis=1)
     plate_center = (
         boxes.center_m[rows_p]
-        + (sign * 0.5 * length[rows_p])[:, None] * forward[rows_p]
+        + (sign * (0.5 * length[rows_p] - recess))[:, None] * forward[rows_p]
         + (0.5 * (y_lo + y_hi))[:, None] * left[rows_p]
         + np.stack([np.zeros(len(rows_p)), np.zeros(len(rows_p)), 0.5 * (z_lo + z_hi)], axis=1)
     )
@@ -439,7 +454,7 @@ def plate_and_head_regions(
             all, or (N,) per box; 0 for a box already where the camera saw it).
         config: cuboid sizes and uncertainty.
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
-        plate_anchor_m: (N, 2, 4) LiDAR plate anchors (see ``region_cuboids``; None: none).
+        plate_anchor_m: (N, 2, 6) LiDAR plate anchors (see ``region_cuboids``; None: none).
         occlusion: leave out regions wholly behind the opaque body of a nearer vehicle box
             without extra margin (:mod:`autolabel.anonymize.occlusion`; None: keep every region).
 

@@ -25,8 +25,11 @@ from autolabel.boxes import Boxes3D
 from autolabel.clip import Frame
 
 #: Per box and face (0: front, 1: rear): lateral low / high, height above the box bottom low /
-#: high of the plate's bound, metres in the box frame; NaN where the face has no anchor.
-ANCHOR_COLUMNS = ("lateral_lo_m", "lateral_hi_m", "height_lo_m", "height_hi_m")
+#: high, and depth behind the face plane (inward, metres; negative: in front of it) low / high of
+#: the plate's bound, metres in the box frame; NaN where the face has no anchor.
+ANCHOR_COLUMNS = (
+    "lateral_lo_m", "lateral_hi_m", "height_lo_m", "height_hi_m", "depth_lo_m", "depth_hi_m",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def plate_anchors(
     geometric: GeometricConfig,
     config: LidarPlateConfig,
 ) -> np.ndarray:
-    """(N, 2, 4) plate bounds per box and face (see ``ANCHOR_COLUMNS``), NaN where none.
+    """(N, 2, 6) plate bounds per box and face (see ``ANCHOR_COLUMNS``), NaN where none.
 
     Only vehicles of ``geometric.plate_classes`` get anchors. The band a plate is looked for in
     is the geometric patch's before its uncertainty: centred on the face, as wide as the plate
@@ -82,7 +85,7 @@ def plate_anchors(
         config: thresholds.
     """
     n = len(boxes)
-    out = np.full((n, 2, 4), np.nan)
+    out = np.full((n, 2, len(ANCHOR_COLUMNS)), np.nan)
     bright = np.asarray(intensity) >= config.min_intensity
     vehicle = np.isin(boxes.class_name, geometric.plate_classes) if n else np.zeros(0, bool)
     if not (vehicle.any() and bright.any()):
@@ -119,6 +122,9 @@ def plate_anchors(
         y_hi = np.where(on, lateral, -np.inf).max(axis=1)
         z_lo = np.where(on, height, np.inf).min(axis=1)
         z_hi = np.where(on, height, -np.inf).max(axis=1)
+        inward = half_len - sign * forward
+        d_lo = np.where(on, inward, np.inf).min(axis=1)
+        d_hi = np.where(on, inward, -np.inf).max(axis=1)
         # Returns spread wider or higher than a plate (a beam's footprint and range error
         # allowed) are not one plate: keep the whole band.
         one_plate = (
@@ -130,6 +136,10 @@ def plate_anchors(
                 y_lo + plate_w + grow,
                 z_hi - plate_h - grow,
                 z_lo + plate_h + grow,
+                # The plate is a plane: its depth is where its returns are, give or take
+                # their range error (the beams' spread is across the ray, not along it).
+                d_lo - config.margin_m,
+                d_hi + config.margin_m,
             ],
             axis=1,
         )
@@ -143,7 +153,7 @@ def keyframe_plate_anchors(
     """``plate_anchors`` from the keyframe's own LiDAR sweep (taken at the boxes' time); all NaN
     when ``config.enabled`` is off."""
     if not config.enabled:
-        return np.full((len(boxes_global), 2, 4), np.nan)
+        return np.full((len(boxes_global), 2, len(ANCHOR_COLUMNS)), np.nan)
     from autolabel.nuscenes_reader import load_lidar_points
 
     sweep = frame.lidar
