@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autolabel.anonymize.geometric import SOURCE_PLATE, GeometricConfig, region_cuboids
-from autolabel.anonymize.lidar_plates import LidarPlateConfig, plate_anchors
+from autolabel.anonymize.lidar_plates import LidarPlateConfig, lend_track_anchors, plate_anchors
 from autolabel.boxes import Boxes3D
 from autolabel.classes import CLASS_INDEX
 
@@ -113,3 +113,32 @@ def test_an_anchor_narrows_the_rear_patch_and_never_widens_it():
     assert np.allclose(narrowed.center_m[front], plain.center_m[front])
     assert np.allclose(narrowed.size_wlh_m[front], plain.size_wlh_m[front])
     assert np.isclose(plain.size_wlh_m[rear, 0], 2 * band_half)
+
+
+def test_a_track_lends_its_anchor_to_its_keyframes_without_one():
+    # Keyframes at 0, 0.5 and 1.0 s. Track 7: a rear anchor on keyframe 0 only; on keyframe 1 its
+    # box (row 1 there, extra margin 0.2 m) borrows it grown by 0.05 + 0.2 m a side; on keyframe 2
+    # (row 0, no extra) grown by 0.05 m; its front face, never seen, stays NaN. Track 9: rear
+    # anchors on keyframes 0 and 2, none on 1: both are 0.5 s away, the earlier lends. An
+    # untracked box (-1) borrows nothing.
+    a7 = np.array([-0.2, 0.2, 0.8, 1.0, 0.1, 0.2])
+    a9 = np.array([-0.3, 0.1, 0.5, 0.7, 0.0, 0.1])
+    b9 = a9 + 0.05
+    nan = np.full(6, np.nan)
+    own = [
+        np.array([[nan, a7], [nan, a9]]),
+        np.array([[nan, nan], [nan, nan], [nan, nan]]),
+        np.array([[nan, nan], [nan, b9]]),
+    ]
+    ids = [np.array([7, 9]), np.array([9, 7, -1]), np.array([7, 9])]
+    margins = [np.zeros(2), np.array([0.0, 0.2, 0.0]), np.zeros(2)]
+    got, lent = lend_track_anchors(own, ids, margins, np.array([0.0, 0.5, 1.0]), GEO)
+    sign = np.array([-1, 1, -1, 1, -1, 1])  # lows grow down, highs up
+    assert np.allclose(got[1][1, 1], a7 + sign * 0.25)
+    assert np.allclose(got[2][0, 1], a7 + sign * 0.05)
+    assert np.allclose(got[1][0, 1], a9 + sign * 0.05)
+    assert np.isnan(got[1][2]).all() and np.isnan(got[1][:, 0]).all()
+    assert np.allclose(got[0][1, 1], a9) and np.allclose(got[2][1, 1], b9)  # own ones kept
+    assert lent[1].tolist() == [[False, True], [False, True], [False, False]]
+    assert lent[2].tolist() == [[False, True], [False, False]]
+    assert not lent[0].any()

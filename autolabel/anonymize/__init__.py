@@ -1,8 +1,9 @@
 """Anonymization of camera images: faces and licence plates blurred before anything is released.
 
 Regions come from 3D boxes (:mod:`.geometric`: plate-sized patches where plates are mounted, and
-heads, for any detector backend and without weights), narrowed to where the keyframe's LiDAR sees
-a plate's retro-reflective returns (:mod:`.lidar_plates`), refined by the image where the geometry is
+heads, for any detector backend and without weights), narrowed to where the LiDAR sees
+a plate's retro-reflective returns on that keyframe or another of the car's track
+(:mod:`.lidar_plates`), refined by the image where the geometry is
 unsure (:mod:`.plate_finder`: the plate found inside a patch replaces it; a CenterFace face inside
 a head region replaces it), union the faces CenterFace finds anywhere (:mod:`.learned_faces`).
 :func:`anonymize_image` blurs them as feathered polygons (:mod:`.blur`).
@@ -24,7 +25,12 @@ from autolabel.anonymize.geometric import (
     plate_and_head_regions,
 )
 from autolabel.anonymize.learned_faces import CenterFaceDetector, LearnedFaceConfig
-from autolabel.anonymize.lidar_plates import LidarPlateConfig, keyframe_plate_anchors
+from autolabel.anonymize.lidar_plates import (
+    ClipPlateAnchors,
+    LidarPlateConfig,
+    clip_plate_anchors,
+    keyframe_plate_anchors,
+)
 from autolabel.anonymize.occlusion import OcclusionConfig
 from autolabel.anonymize.plate_finder import PlateFinderConfig, refine_plate_regions
 from autolabel.anonymize.track_fill import TrackFillConfig, fill_track_gaps
@@ -37,6 +43,7 @@ __all__ = [
     "BlurConfig",
     "BlurRegions",
     "CenterFaceDetector",
+    "ClipPlateAnchors",
     "GeometricConfig",
     "LearnedFaceConfig",
     "LidarPlateConfig",
@@ -44,6 +51,7 @@ __all__ = [
     "PlateFinderConfig",
     "TrackFillConfig",
     "anonymize_image",
+    "clip_plate_anchors",
     "fill_track_gaps",
     "keyframe_plate_anchors",
     "plate_and_head_regions",
