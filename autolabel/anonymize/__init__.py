@@ -75,7 +75,8 @@ class AnonymizeConfig:
     Attributes:
         geometric: plate-patch and head regions from 3D boxes.
         lidar_plates: narrowing plate patches to where the LiDAR sees a plate's bright returns.
-        occlusion: leaving out plates and heads wholly behind a nearer annotated vehicle's body.
+        occlusion: leaving out plates and heads behind a nearer annotated vehicle's body, wholly
+            or where a part of them is.
         plate_finder: finding the plate inside a plate patch.
         learned_faces: also run CenterFace (``learned``) on every image.
         learned: CenterFace settings.

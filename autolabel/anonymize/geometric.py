@@ -37,6 +37,7 @@ import numpy as np
 
 from autolabel.anonymize.occlusion import (
     OcclusionConfig,
+    hidden_pixels,
     hidden_regions,
     nearest_body_depth,
     opaque_bodies,
@@ -176,12 +177,16 @@ class BlurRegions:
             head (head regions) the region was made for, at its depth; 0 for the others.
         facing_cos: (R,) cosine between a plate's outward normal and the ray to the camera
             (1 for other regions): small when the plate is seen edge-on.
+        hidden_px: (R,) per region None, or ``(u0, v0, mask)``: the (h, w) bool pixels from
+            (u0, v0) that a nearer vehicle hides, left sharp (a partly hidden plate is blurred
+            where it is seen only).
     """
 
     polygon_px: np.ndarray
     source: np.ndarray
     expected_px: np.ndarray | None = None
     facing_cos: np.ndarray | None = None
+    hidden_px: list | None = None
 
     def __post_init__(self) -> None:
         self.polygon_px = np.asarray(self.polygon_px, np.float64).reshape(-1, POLYGON_VERTICES, 2)
@@ -193,8 +198,11 @@ class BlurRegions:
         if self.facing_cos is None:
             self.facing_cos = np.ones(n)
         self.facing_cos = np.asarray(self.facing_cos, np.float64).reshape(-1)
+        self.hidden_px = [None] * n if self.hidden_px is None else list(self.hidden_px)
         if not len(self.source) == len(self.expected_px) == len(self.facing_cos) == n:
             raise ValueError("BlurRegions: arrays differ in length")
+        if len(self.hidden_px) != n:
+            raise ValueError("BlurRegions: hidden_px differs in length")
 
     @classmethod
     def empty(cls) -> BlurRegions:
@@ -217,17 +225,20 @@ class BlurRegions:
             np.concatenate([p.source for p in parts]),
             np.concatenate([p.expected_px for p in parts]),
             np.concatenate([p.facing_cos for p in parts]),
+            [h for p in parts for h in p.hidden_px],
         )
 
     def __len__(self) -> int:
         return len(self.polygon_px)
 
     def __getitem__(self, index) -> BlurRegions:
+        rows = np.arange(len(self))[index]
         return BlurRegions(
             self.polygon_px[index],
             self.source[index],
             self.expected_px[index],
             self.facing_cos[index],
+            [self.hidden_px[i] for i in np.atleast_1d(rows)],
         )
 
     def bounds_px(self, width_px: int, height_px: int) -> np.ndarray:
@@ -503,8 +514,23 @@ def plate_and_head_regions(
         bodies = opaque_bodies(boxes, solid, occlusion, cfg.time_sigma_s)
         body_depth = nearest_body_depth(bodies, camera, camera_SE3_global)
         idx = np.flatnonzero(shown)
-        near = depth[ok][idx]
         shown[idx] = ~hidden_regions(
-            regions.polygon_px[idx], near, body_depth, occlusion.depth_margin_m
+            regions.polygon_px[idx], depth[ok][idx], body_depth, occlusion.depth_margin_m
         )
+        if occlusion.partial and shown.any():
+            lower = opaque_bodies(boxes, solid, occlusion, cfg.time_sigma_s, partial=True)
+            idx = np.flatnonzero(shown)
+            state, hidden = hidden_pixels(
+                regions.polygon_px[idx],
+                depth[ok][idx],
+                cuboids.track_id[keep][ok][idx],
+                lower,
+                np.flatnonzero(solid),
+                camera,
+                camera_SE3_global,
+                occlusion.depth_margin_m,
+            )
+            shown[idx[state == 2]] = False
+            for i, h in zip(idx, hidden, strict=True):
+                regions.hidden_px[i] = h
     return regions[shown]
