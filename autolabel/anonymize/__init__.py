@@ -169,8 +169,8 @@ def anonymize_image(
         config: what to blur.
         face_detector: CenterFace; required when ``config.learned_faces`` (build it once).
         extra_margin_m: (N,) metres added to each box's regions (track-completion uncertainty).
-        plate_anchor_m: (N, 2, 6) where the keyframe's LiDAR placed each box's plates
-            (:func:`keyframe_plate_anchors`; None: the geometric bands).
+        plate_anchor_m: (N, 2, 6) where the LiDAR placed each box's plates, on this keyframe or
+            lent by its track (:func:`clip_plate_anchors`; None: the geometric bands).
     """
     cfg = config or AnonymizeConfig()
     img = np.asarray(image_bgr)
