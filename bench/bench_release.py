@@ -43,19 +43,23 @@ def _masks_main(spec_path: str, save: str) -> None:
     save their masks (packed bits) and the seconds taken. Uses only APIs both versions have."""
     import cv2
 
+    import autolabel.anonymize as anonymize
     from autolabel.anonymize import AnonymizeConfig, anonymize_image
     from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
     from autolabel.release.writer import anonymization_boxes
 
-    try:  # versions before the LiDAR plate anchors have no such step
-        from autolabel.anonymize import keyframe_plate_anchors
-
-        def plate_anchors_of(frame, boxes, cfg):
-            return keyframe_plate_anchors(frame, boxes, cfg.geometric, cfg.lidar_plates)
-    except ImportError:
-
-        def plate_anchors_of(frame, boxes, cfg):
-            return None
+    def clip_anchors(clip, boxes, margins, cfg):
+        """Per keyframe index the plate anchors (None before this version had them)."""
+        if hasattr(anonymize, "clip_plate_anchors"):  # anchors lent along tracks
+            got = anonymize.clip_plate_anchors(
+                clip.frames, boxes, margins, cfg.geometric, cfg.lidar_plates
+            )
+            return lambda f: got.anchors[f]
+        if hasattr(anonymize, "keyframe_plate_anchors"):
+            return lambda f: anonymize.keyframe_plate_anchors(
+                clip.frames[f], boxes[f], cfg.geometric, cfg.lidar_plates
+            )
+        return lambda f: None
 
     spec = json.loads(Path(spec_path).read_text())
     cfg = AnonymizeConfig(learned_faces=spec["learned_faces"])
@@ -71,10 +75,13 @@ def _masks_main(spec_path: str, save: str) -> None:
         run_dir = Path(spec["run"]) / name if spec["run"] else Path("/nonexistent")
         boxes, margins, _ = anonymization_boxes(clip, run_dir, cfg)
         frames = spec["keyframes"] or range(len(clip.frames))
+        t0 = time.perf_counter()
+        anchors_of = clip_anchors(clip, boxes, margins, cfg)
+        seconds += time.perf_counter() - t0
         for f in frames:
             frame = clip.frames[f]
             t0 = time.perf_counter()
-            anchors = plate_anchors_of(frame, boxes[f], cfg)
+            anchors = anchors_of(f)
             seconds += time.perf_counter() - t0
             for channel, cam in sorted(frame.cameras.items()):
                 image = cv2.imread(str(cam.path))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autolabel.anonymize.geometric import SOURCE_PLATE, GeometricConfig, region_cuboids
-from autolabel.anonymize.lidar_plates import LidarPlateConfig, plate_anchors
+from autolabel.anonymize.lidar_plates import LidarPlateConfig, lend_track_anchors, plate_anchors
 from autolabel.boxes import Boxes3D
 from autolabel.classes import CLASS_INDEX
 
@@ -48,9 +48,11 @@ def test_bright_returns_on_the_rear_face_bound_the_plate(yaw):
     intensity = np.array([255.0, 250.0, 255.0, 40.0, 230.0])
     sensor = _in_global(yaw, [-10.0], [0.0], [0.75])[0]
     anchors = plate_anchors(_car(yaw), points, intensity, sensor, GEO, LIDAR)
-    assert anchors.shape == (1, 2, 4)
+    assert anchors.shape == (1, 2, 6)
     assert np.isnan(anchors[0, 0]).all()  # no bright return on the front
+    # Depth: the returns lie 2.25 - 2.05 = 0.2 m behind the rear face, -+ the 0.05 m margin.
     expected = [0.1 - 0.52 - GROW, -0.1 + 0.52 + GROW, 0.95 - 0.15 - GROW, 0.90 + 0.15 + GROW]
+    expected += [0.2 - 0.05, 0.2 + 0.05]
     assert np.allclose(anchors[0, 1], expected)
 
 
@@ -82,9 +84,10 @@ def test_only_vehicles_get_anchors():
 
 def test_an_anchor_narrows_the_rear_patch_and_never_widens_it():
     car = _car(0.0)
-    anchor = np.full((1, 2, 4), np.nan)
-    # Plate bound lateral 0.0 .. 0.6 (reaching past the band's 0.3385 m), 0.8 .. 1.1 m high.
-    anchor[0, 1] = [0.0, 0.6, 0.8, 1.1]
+    anchor = np.full((1, 2, 6), np.nan)
+    # Plate bound lateral 0.0 .. 0.6 (reaching past the band's 0.3385 m), 0.8 .. 1.1 m high,
+    # 0.1 .. 0.3 m behind the rear face.
+    anchor[0, 1] = [0.0, 0.6, 0.8, 1.1, 0.1, 0.3]
     plain, source, face = region_cuboids(car, GEO)
     narrowed, _, _ = region_cuboids(car, GEO, plate_anchor_m=anchor)
     rear = np.flatnonzero((source == SOURCE_PLATE) & (face < 0))[0]
@@ -98,8 +101,44 @@ def test_an_anchor_narrows_the_rear_patch_and_never_widens_it():
     assert np.isclose(narrowed.center_m[rear, 1], band_half / 2)
     assert np.isclose(narrowed.size_wlh_m[rear, 2], 0.3)
     assert np.isclose(narrowed.center_m[rear, 2], 0.95)
-    assert np.isclose(narrowed.size_wlh_m[rear, 1], plain.size_wlh_m[rear, 1])  # depth kept
+    # Depth: the anchor's 0.1 .. 0.3 m behind the face (x = -2.25), no margin (the car stands):
+    # 0.2 m thick, centred at x = -2.05. Without it: plate_depth_m + 2 e thick, centred
+    # plate_recess_m behind the face.
+    assert np.isclose(narrowed.size_wlh_m[rear, 1], 0.2)
+    assert np.isclose(narrowed.center_m[rear, 0], -2.05)
+    assert np.isclose(plain.size_wlh_m[rear, 1], GEO.plate_depth_m + 2 * e)
+    assert np.isclose(plain.center_m[rear, 0], -2.25 + GEO.plate_recess_m[1])
+    assert np.isclose(plain.center_m[front, 0], 2.25 - GEO.plate_recess_m[0])
     # The front face had no anchor: its patch is the band, unchanged.
     assert np.allclose(narrowed.center_m[front], plain.center_m[front])
     assert np.allclose(narrowed.size_wlh_m[front], plain.size_wlh_m[front])
     assert np.isclose(plain.size_wlh_m[rear, 0], 2 * band_half)
+
+
+def test_a_track_lends_its_anchor_to_its_keyframes_without_one():
+    # Keyframes at 0, 0.5 and 1.0 s. Track 7: a rear anchor on keyframe 0 only; on keyframe 1 its
+    # box (row 1 there, extra margin 0.2 m) borrows it grown by 0.05 + 0.2 m a side; on keyframe 2
+    # (row 0, no extra) grown by 0.05 m; its front face, never seen, stays NaN. Track 9: rear
+    # anchors on keyframes 0 and 2, none on 1: both are 0.5 s away, the earlier lends. An
+    # untracked box (-1) borrows nothing.
+    a7 = np.array([-0.2, 0.2, 0.8, 1.0, 0.1, 0.2])
+    a9 = np.array([-0.3, 0.1, 0.5, 0.7, 0.0, 0.1])
+    b9 = a9 + 0.05
+    nan = np.full(6, np.nan)
+    own = [
+        np.array([[nan, a7], [nan, a9]]),
+        np.array([[nan, nan], [nan, nan], [nan, nan]]),
+        np.array([[nan, nan], [nan, b9]]),
+    ]
+    ids = [np.array([7, 9]), np.array([9, 7, -1]), np.array([7, 9])]
+    margins = [np.zeros(2), np.array([0.0, 0.2, 0.0]), np.zeros(2)]
+    got, lent = lend_track_anchors(own, ids, margins, np.array([0.0, 0.5, 1.0]), GEO)
+    sign = np.array([-1, 1, -1, 1, -1, 1])  # lows grow down, highs up
+    assert np.allclose(got[1][1, 1], a7 + sign * 0.25)
+    assert np.allclose(got[2][0, 1], a7 + sign * 0.05)
+    assert np.allclose(got[1][0, 1], a9 + sign * 0.05)
+    assert np.isnan(got[1][2]).all() and np.isnan(got[1][:, 0]).all()
+    assert np.allclose(got[0][1, 1], a9) and np.allclose(got[2][1, 1], b9)  # own ones kept
+    assert lent[1].tolist() == [[False, True], [False, True], [False, False]]
+    assert lent[2].tolist() == [[False, True], [False, False]]
+    assert not lent[0].any()

@@ -21,7 +21,7 @@ CAMERA = CameraCalibration(
 )
 # Rear plate centres 0.5 - 1.0 m high, a 0.5 x 0.1 m plate, no thickness and no uncertainty.
 BARE = GeometricConfig(
-    plate_sizes_m=((0.5, 0.1),), rear_plate_height_m=(0.5, 1.0), plate_depth_m=0.0,
+    plate_sizes_m=((0.5, 0.1),), rear_plate_height_m=(0.5, 1.0), plate_depth_m=0.0, plate_recess_m=(0.0, 0.0),
     position_sigma_m=0.0, yaw_sigma_deg=0.0, time_sigma_s=0.0,
 )  # fmt: skip
 
@@ -83,3 +83,75 @@ def test_a_plate_partly_beside_the_nearer_car_stays_blurred():
             cars, CAMERA, SE3.identity(), config=BARE, occlusion=OcclusionConfig()
         )
         assert len(kept) == (1 if hidden else 2)
+
+
+def test_a_moving_body_hides_only_what_it_hides_wherever_the_camera_saw_it():
+    # The far car's plate centred 1.68 m left: y 1.43 .. 1.93, u = 400 - 500 y / 18 = 346.4 ..
+    # 360.3. The near car standing still covers u from 400 - 500 * 0.9 / 8.1 = 344.4: hidden.
+    # Driving at 10 m/s, it is unsure by 10 * 0.05 = 0.5 m along its heading, so its body starts
+    # at 8.6 m and covers u from 400 - 500 * 0.9 / 8.6 = 347.7 only: the plate is kept.
+    timed = GeometricConfig(**{**BARE.__dict__, "time_sigma_s": 0.05})
+    for speed, hidden in ((0.0, True), (10.0, False)):
+        cars = _queue()
+        cars.center_m[1, 1] = 1.68
+        cars.velocity_mps[0] = [speed, 0.0]
+        cars.velocity_mps[1] = [0.0, 0.0]
+        kept = plate_and_head_regions(
+            cars, CAMERA, SE3.identity(), config=timed, occlusion=OcclusionConfig()
+        )
+        assert len(kept) == (1 if hidden else 2)
+
+
+def test_ray_exit_depth_by_hand():
+    from autolabel.anonymize.occlusion import _CameraBoxes, ray_exit_depth
+    from autolabel.boxes import CORNER_SIGNS
+
+    # Camera-frame boxes: x -1 .. 1, y -0.5 .. 0.5, z 8 .. 12; and the same behind the camera.
+    half, centre = np.array([1.0, 0.5, 2.0]), np.array([0.0, 0.0, 10.0])
+    ahead = centre + CORNER_SIGNS * half
+    behind = ahead * np.array([1.0, 1.0, -1.0])
+    rays = np.array([[0.0, 0.0, 1.0], [0.1, 0.0, 1.0], [0.2, 0.0, 1.0], [-0.1, 0.06, 1.0]])
+    exit_m = ray_exit_depth(_CameraBoxes(np.stack([ahead, behind])), rays)
+    # Along the axis: the far face (12); x = 0.1 t leaves the side x = 1 at 10; x = 0.2 t is
+    # already at x = 1.6 when it reaches z = 8: a miss; y = 0.06 t leaves y = 0.5 at 8.33.
+    assert np.allclose(exit_m[0], [12.0, 10.0, np.inf, 0.5 / 0.06])
+    assert np.isinf(exit_m[1]).all()
+
+
+def test_a_partly_hidden_plate_is_blurred_where_it_is_seen():
+    # A 1 m high near car (centre 10 m ahead, x 8 .. 12) and a far car whose rear face is at
+    # 14 m: its plate patch, z 0.45 .. 1.05 m, spans v = 300 + 500 (1.5 - z) / 14 = 316.1 ..
+    # 337.5 and u = 400 -+ 500 * 0.25 / 14 = 391.07 .. 408.93. The near car's whole box (inset
+    # 0.1 m) reaches z = 1.0, v = 300 + 500 * 0.5 / 11.9 = 321.0 at its far side: it does not
+    # cover the plate, so the plate is not wholly hidden. Its partial body (whole height, inset
+    # 0.25 m: x 8.25 .. 11.75, y -+0.75) is left by the rays below v = 300 + 500 * 0.5 / 11.75
+    # = 321.28 before 14 - 0.2 m: those rows are left sharp, rows 316 .. 320 (pixel centres
+    # 316.5 .. 320.5) blurred, columns 391 .. 408.
+    from autolabel.anonymize.blur import BlurConfig, blur_regions
+
+    cars = Boxes3D(
+        center_m=[[10.0, 0.0, 0.5], [16.0, 0.0, 0.75]],
+        size_wlh_m=[[2.0, 4.0, 1.0], [2.0, 4.0, 1.5]],
+        yaw_rad=[0.0, 0.0],
+        label=[CLASS_INDEX["car"]] * 2,
+        track_id=[0, 1],
+    )
+    occ = OcclusionConfig(partial_height_fraction=1.0, partial_inset_m=0.25)
+    regions = plate_and_head_regions(cars, CAMERA, SE3.identity(), config=BARE, occlusion=occ)
+    assert len(regions) == 2
+    far = int(np.argmin(_plate_rows(regions)[:, 0]))
+    assert np.allclose(
+        _plate_rows(regions[[far]]), [[300 + 500 * 0.45 / 14, 300 + 500 * 1.05 / 14]]
+    )
+    assert regions.hidden_px[far] is not None and regions.hidden_px[1 - far] is None
+    image = np.zeros((600, 800, 3), np.uint8)
+    _, mask = blur_regions(image, regions[[far]], BlurConfig(margin_px=0))
+    rows, cols = np.nonzero(mask)
+    assert (rows.min(), rows.max()) == (316, 320)
+    assert (cols.min(), cols.max()) == (391, 408)
+    # Without partial hiding the whole patch is blurred, down to row 337.
+    whole = plate_and_head_regions(
+        cars, CAMERA, SE3.identity(), config=BARE, occlusion=OcclusionConfig(partial=False)
+    )
+    far_whole = whole[[int(np.argmin(_plate_rows(whole)[:, 0]))]]
+    assert np.nonzero(blur_regions(image, far_whole, BlurConfig(margin_px=0))[1])[0].max() == 337

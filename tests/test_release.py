@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -311,3 +312,20 @@ def test_release_refuses_a_relative_dataroot_in_the_manifest(built, tmp_path):
     path.write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="relative"):
         build_release(run, tmp_path / "rel", _config())
+
+
+def test_a_missing_lidar_sweep_costs_its_keyframe_the_anchors_not_the_release(built, tmp_path):
+    """A keyframe whose sweep is gone keeps the geometric bands (and what its tracks lend); the
+    release is built with every image, names the sweep in its summary (not in the released
+    files: the name is the source's) and counts it in the stats."""
+    data = tmp_path / "data"
+    shutil.copytree(built["dataroot"], data, copy_function=os.link)
+    sweep = sorted((data / "samples" / "LIDAR_TOP").glob("*.bin"))[1]
+    sweep.unlink()
+    cfg = _config(dataroot=str(data))
+    summary = build_release(built["run"], tmp_path / "rel", cfg)
+    assert len(summary["lidar_sweeps_unreadable"]) == 1
+    assert sweep.name in summary["lidar_sweeps_unreadable"][0]
+    stats = json.loads((tmp_path / "rel" / "stats" / "stats.json").read_text())
+    assert "keyframes_without_lidar_sweep" in json.dumps(stats)
+    assert summary["images"] == built["summary"]["images"]

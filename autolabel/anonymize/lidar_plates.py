@@ -16,6 +16,7 @@ Reflectors beside the plate (rear lamps, side markers) sit outside the band and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,8 +26,11 @@ from autolabel.boxes import Boxes3D
 from autolabel.clip import Frame
 
 #: Per box and face (0: front, 1: rear): lateral low / high, height above the box bottom low /
-#: high of the plate's bound, metres in the box frame; NaN where the face has no anchor.
-ANCHOR_COLUMNS = ("lateral_lo_m", "lateral_hi_m", "height_lo_m", "height_hi_m")
+#: high, and depth behind the face plane (inward, metres; negative: in front of it) low / high of
+#: the plate's bound, metres in the box frame; NaN where the face has no anchor.
+ANCHOR_COLUMNS = (
+    "lateral_lo_m", "lateral_hi_m", "height_lo_m", "height_hi_m", "depth_lo_m", "depth_hi_m",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ def plate_anchors(
     geometric: GeometricConfig,
     config: LidarPlateConfig,
 ) -> np.ndarray:
-    """(N, 2, 4) plate bounds per box and face (see ``ANCHOR_COLUMNS``), NaN where none.
+    """(N, 2, 6) plate bounds per box and face (see ``ANCHOR_COLUMNS``), NaN where none.
 
     Only vehicles of ``geometric.plate_classes`` get anchors. The band a plate is looked for in
     is the geometric patch's before its uncertainty: centred on the face, as wide as the plate
@@ -82,7 +86,7 @@ def plate_anchors(
         config: thresholds.
     """
     n = len(boxes)
-    out = np.full((n, 2, 4), np.nan)
+    out = np.full((n, 2, len(ANCHOR_COLUMNS)), np.nan)
     bright = np.asarray(intensity) >= config.min_intensity
     vehicle = np.isin(boxes.class_name, geometric.plate_classes) if n else np.zeros(0, bool)
     if not (vehicle.any() and bright.any()):
@@ -119,6 +123,9 @@ def plate_anchors(
         y_hi = np.where(on, lateral, -np.inf).max(axis=1)
         z_lo = np.where(on, height, np.inf).min(axis=1)
         z_hi = np.where(on, height, -np.inf).max(axis=1)
+        inward = half_len - sign * forward
+        d_lo = np.where(on, inward, np.inf).min(axis=1)
+        d_hi = np.where(on, inward, -np.inf).max(axis=1)
         # Returns spread wider or higher than a plate (a beam's footprint and range error
         # allowed) are not one plate: keep the whole band.
         one_plate = (
@@ -130,6 +137,10 @@ def plate_anchors(
                 y_lo + plate_w + grow,
                 z_hi - plate_h - grow,
                 z_lo + plate_h + grow,
+                # The plate is a plane: its depth is where its returns are, give or take
+                # their range error (the beams' spread is across the ray, not along it).
+                d_lo - config.margin_m,
+                d_hi + config.margin_m,
             ],
             axis=1,
         )
@@ -143,7 +154,7 @@ def keyframe_plate_anchors(
     """``plate_anchors`` from the keyframe's own LiDAR sweep (taken at the boxes' time); all NaN
     when ``config.enabled`` is off."""
     if not config.enabled:
-        return np.full((len(boxes_global), 2, 4), np.nan)
+        return np.full((len(boxes_global), 2, len(ANCHOR_COLUMNS)), np.nan)
     from autolabel.nuscenes_reader import load_lidar_points
 
     sweep = frame.lidar
@@ -158,3 +169,121 @@ def keyframe_plate_anchors(
         geometric,
         config,
     )
+
+
+@dataclass
+class ClipPlateAnchors:
+    """Plate anchors of every keyframe of a clip.
+
+    Attributes:
+        anchors: per keyframe, (N_f, 2, 6) anchors of its boxes (``ANCHOR_COLUMNS``).
+        borrowed: per keyframe, (N_f, 2) bool, the faces whose anchor came from another keyframe
+            of the box's track.
+        unreadable: keyframe index -> why its sweep gave no anchors (missing or unreadable file);
+            its boxes keep the geometric bands unless their track lends an anchor.
+    """
+
+    anchors: list[np.ndarray]
+    borrowed: list[np.ndarray]
+    unreadable: dict[int, str]
+
+
+def clip_plate_anchors(
+    frames: Sequence[Frame],
+    boxes_per_frame: Sequence[Boxes3D],
+    margins_per_frame: Sequence[np.ndarray],
+    geometric: GeometricConfig,
+    config: LidarPlateConfig,
+) -> ClipPlateAnchors:
+    """Plate anchors of each keyframe, faces without one borrowing their track's.
+
+    A plate is fixed on its car: an anchor found on one keyframe (box frame) holds on the
+    track's other keyframes, where the face may be hidden from the LiDAR or too far for its
+    beams. A face with no anchor of its own takes the one of the track's nearest keyframe in time
+    that has one (ties: the earlier), grown on every side by the target box's uncertainty
+    (``geometric.position_sigma_m`` plus its extra margin): the anchor is measured against the
+    box it was found on, not against this one. Tracks are ``track_id`` >= 0, one id space per
+    clip. A keyframe whose sweep is missing or unreadable is reported in ``unreadable`` and gets
+    no anchors of its own.
+
+    Args:
+        frames: the clip's keyframes.
+        boxes_per_frame: per keyframe, the boxes (global frame, at the keyframe's time).
+        margins_per_frame: per keyframe, (N_f,) extra margin of each box, metres.
+        geometric, config: as for :func:`plate_anchors`.
+    """
+    from autolabel.nuscenes_reader import DatasetError
+
+    width = len(ANCHOR_COLUMNS)
+    own, unreadable = [], {}
+    for f, (frame, boxes) in enumerate(zip(frames, boxes_per_frame, strict=True)):
+        try:
+            own.append(keyframe_plate_anchors(frame, boxes, geometric, config))
+        except (OSError, DatasetError) as e:
+            unreadable[f] = str(e)
+            own.append(np.full((len(boxes), 2, width), np.nan))
+    if not config.enabled:
+        borrowed = [np.zeros((len(b), 2), bool) for b in boxes_per_frame]
+        return ClipPlateAnchors(own, borrowed, unreadable)
+    times = np.array([fr.time_s for fr in frames], dtype=np.float64)
+    anchors, borrowed = lend_track_anchors(
+        own, [b.track_id for b in boxes_per_frame], margins_per_frame, times, geometric
+    )
+    return ClipPlateAnchors(anchors, borrowed, unreadable)
+
+
+def lend_track_anchors(
+    own: Sequence[np.ndarray],
+    track_ids: Sequence[np.ndarray],
+    margins_per_frame: Sequence[np.ndarray],
+    time_s: np.ndarray,
+    geometric: GeometricConfig,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each keyframe's anchors with the faces that have none filled from their track
+    (:func:`clip_plate_anchors`' rule), and (N_f, 2) bool, which were lent.
+
+    Args:
+        own: per keyframe, (N_f, 2, 6) anchors found on it (NaN: none).
+        track_ids: per keyframe, (N_f,) track id of each box (-1: untracked; one box per track
+            and keyframe).
+        margins_per_frame: per keyframe, (N_f,) extra margin of each box, metres.
+        time_s: (F,) keyframe times, seconds.
+        geometric: ``position_sigma_m``, the uncertainty of every box.
+    """
+    width = len(ANCHOR_COLUMNS)
+    anchors = [np.array(a, dtype=np.float64) for a in own]
+    borrowed = [np.zeros((len(a), 2), bool) for a in own]
+    ids = [np.asarray(t, np.int64) for t in track_ids]
+    tracks = np.unique(np.concatenate(ids + [np.zeros(0, np.int64)]))
+    tracks = tracks[tracks >= 0]
+    if len(tracks) == 0 or len(own) < 2:
+        return anchors, borrowed
+    n_t, n_f = len(tracks), len(own)
+    # (track, keyframe, face, column) table of the anchors found; a track has one box a keyframe.
+    table = np.full((n_t, n_f, 2, width), np.nan)
+    row_of = np.full((n_t, n_f), -1, np.int64)
+    for f in range(n_f):  # 16-40 keyframes a clip; the boxes of each are arrays
+        tracked = np.flatnonzero(ids[f] >= 0)
+        t = np.searchsorted(tracks, ids[f][tracked])
+        row_of[t, f] = tracked
+        table[t, f] = anchors[f][tracked]
+    found = np.isfinite(table).all(axis=3)  # (T, F, 2)
+    time_s = np.asarray(time_s, dtype=np.float64)
+    gap = np.abs(time_s[:, None] - time_s[None, :])  # (F target, F source)
+    # Per (track, target keyframe, face): the nearest source keyframe with an anchor.
+    cost = np.where(found[:, None, :, :], gap[None, :, :, None], np.inf)  # (T, F, F, 2)
+    src = np.argmin(cost, axis=2)  # (T, F, 2); ties go to the earlier keyframe
+    lend = np.isfinite(np.take_along_axis(cost, src[:, :, None, :], axis=2)[:, :, 0, :])
+    lend &= ~found & (row_of >= 0)[:, :, None]
+    for f in range(n_f):
+        t_idx, face = np.nonzero(lend[:, f])
+        if len(t_idx) == 0:
+            continue
+        rows = row_of[t_idx, f]
+        a = table[t_idx, src[t_idx, f, face], face]
+        grow = geometric.position_sigma_m + np.asarray(margins_per_frame[f], np.float64)[rows]
+        a[:, 0::2] -= grow[:, None]
+        a[:, 1::2] += grow[:, None]
+        anchors[f][rows, face] = a
+        borrowed[f][rows, face] = True
+    return anchors, borrowed

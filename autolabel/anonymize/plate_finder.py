@@ -181,4 +181,7 @@ def refine_plate_regions(
         found[i] = True
         polygons[i] = BlurRegions.from_rects(r[None], SOURCE_FOUND_PLATE).polygon_px[0]
         source[i] = SOURCE_FOUND_PLATE
-    return BlurRegions(polygons, source, regions.expected_px, regions.facing_cos), found
+    return (
+        BlurRegions(polygons, source, regions.expected_px, regions.facing_cos, regions.hidden_px),
+        found,
+    )

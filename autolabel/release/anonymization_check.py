@@ -19,7 +19,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from autolabel.anonymize import AnonymizeConfig, anonymize_image, keyframe_plate_anchors
+from autolabel.anonymize import AnonymizeConfig, anonymize_image, clip_plate_anchors
 from autolabel.anonymize.coverage import box_blurred_fraction, vehicle_sharp_fraction
 from autolabel.anonymize.geometric import boxes_at_time
 from autolabel.boxes import Boxes3D
@@ -110,12 +110,14 @@ def measure_anonymization(
             labels of these only.
     """
     frames = labels["checked_keyframes"] if keyframes is None else keyframes
-    masks, seconds = {}, 0.0
+    masks = {}
+    start = time.perf_counter()
+    lidar = clip_plate_anchors(clip.frames, boxes, margins, config.geometric, config.lidar_plates)
+    # Every keyframe's sweep is read for the anchors its tracks lend: their share per measured one.
+    seconds = (time.perf_counter() - start) * len(frames) / max(len(clip.frames), 1)
     for f in frames:
         frame = clip.frames[f]
-        start = time.perf_counter()
-        anchors = keyframe_plate_anchors(frame, boxes[f], config.geometric, config.lidar_plates)
-        seconds += time.perf_counter() - start
+        anchors = lidar.anchors[f]
         for channel, cam in sorted(frame.cameras.items()):
             image = cv2.imread(str(cam.path), cv2.IMREAD_COLOR)
             if image is None:

