@@ -201,17 +201,18 @@ class GeometricSegmenter:
         out = np.full(len(boxes), np.nan, np.float32)
         if not untrusted.any():
             return out
-        from autolabel.segmentation.lidar_seeded import LidarSeededSegmenter
+        from autolabel.segmentation.lidar_seeded import LidarSeededSegmenter, score_from_features
 
         if self._colour is None:
             self._colour = LidarSeededSegmenter()
-        # Every object of the image, as the LiDAR-seeded segmenter sees them: its masks give a
-        # shared pixel to the nearest object, so the others must be there.
+        # The objects of the image as the LiDAR-seeded segmenter sees them: its masks give a
+        # shared pixel to the nearest object, so the trusted objects that may take pixels from
+        # an untrusted one are cut too (``wanted``: only those, and no score of their own).
         cv2.setRNGSeed(0)
-        colour = self._colour.segment(
-            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}
+        _, features = self._colour.segment_with_features(
+            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}, untrusted
         )
-        out[untrusted] = colour.score[untrusted]
+        out[untrusted] = score_from_features(features)[untrusted]
         return out
 
     def _refine(
