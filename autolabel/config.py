@@ -243,6 +243,8 @@ class PipelineConfig:
             the segmenter's defaults (``autolabel.visibility.visibility_defaults``).
         marks: ``autolabel.set_of_mark.MarkStyle`` of the Set-of-Mark images.
         marks_stitched: also write the stitched six-camera view per keyframe.
+        marks_stitched_width_px: the stitched view's largest width, pixels (a display's; its
+            tiles are the cameras shrunk to a third of it); 0: the cameras' own resolution.
         qa: ``autolabel.qa.QAConfig`` (its ``seed`` is this config's ``seed``).
         check_qa: re-derive every QA answer after generation; a mismatch fails the clip.
     """
@@ -263,12 +265,18 @@ class PipelineConfig:
     visibility: Any = None
     marks: Any = None
     marks_stitched: bool = True
+    marks_stitched_width_px: int = 2400
     qa: Any = None
     check_qa: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed: must be an integer >= 0, got {self.seed!r}")
+        width = self.marks_stitched_width_px
+        if isinstance(width, bool) or not isinstance(width, int) or not (width == 0 or width >= 3):
+            raise ConfigError(
+                f"marks_stitched_width_px: must be 0 or an integer >= 3, got {width!r}"
+            )
         attribute_cls, visibility_cls, mark_cls, qa_cls = _stage_configs()
         self.attributes = _section(self.attributes, attribute_cls, "attributes")
         self.visibility = _visibility_section(self.visibility, self.segmenter)

@@ -819,7 +819,11 @@ def marks_stage(ctx: StageContext) -> StageResult:
                 style=ctx.config.marks,
             )
         paths = write_marked_images(
-            ctx.clip_dir / MARKS_DIR, f"{k:03d}", images, stitched=ctx.config.marks_stitched
+            ctx.clip_dir / MARKS_DIR,
+            f"{k:03d}",
+            images,
+            stitched=ctx.config.marks_stitched,
+            stitched_max_width_px=ctx.config.marks_stitched_width_px or None,
         )
         written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
         regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))

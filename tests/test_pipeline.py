@@ -283,6 +283,7 @@ def test_config_errors_name_the_key(tmp_path):
         "segmenter_options: {not_a_key: 1}": "not_a_key",
         "qa: {seed: 3}": "qa.seed",
         "ray: {segment_batch_images: 0}": "segment_batch_images",
+        "marks_stitched_width_px: 2": "marks_stitched_width_px",
     }
     for text, key in cases.items():
         path.write_text(text)
