@@ -129,7 +129,12 @@ class Models:
         if self._segmenter is None:
             from autolabel.segmentation import get_segmenter
 
-            self._segmenter = get_segmenter(self.config.segmenter, self.config.segmenter_options)
+            options = dict(self.config.segmenter_options)
+            if self.config.segmenter == "geometric":
+                # Image evidence only for tracks the visibility filter may keep: it rejects the
+                # views of tracks scoring below min_track_score whatever their evidence says.
+                options.setdefault("image_evidence_from", self.config.visibility.min_track_score)
+            self._segmenter = get_segmenter(self.config.segmenter, options)
         return self._segmenter
 
     def templates(self):
