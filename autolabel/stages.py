@@ -426,7 +426,7 @@ def segment_images(
     from autolabel.config import SegmentOptions
     from autolabel.segmentation.geometric import own_return_recall
     from autolabel.segmentation.geometry import image_geometry, radius_px_from_angle
-    from autolabel.segmentation.rle import encode_masks
+    from autolabel.segmentation.rle import encode_masks, rle_area_px, rle_box_2d
     from autolabel.visibility import mask_statistics
 
     opt = options or SegmentOptions()
@@ -465,9 +465,13 @@ def segment_images(
                 if result.image_score is None
                 else result.image_score.astype(np.float32)
             )
+        rles = encode_masks(masks)
+        # The masks' tight boxes from their runs (a full-image scan per mask costs more).
+        tight = rle_box_2d(rles)
+        tight[rle_area_px(rles) == 0] = np.nan
         out.append(
             ImageMasks(
-                rles=encode_masks(masks),
+                rles=rles,
                 score=score.astype(np.float32),
                 hull_px=geometry.hull_px,
                 hull_occluded_share=geometry.hull_occluded_share,
@@ -476,7 +480,7 @@ def segment_images(
                 own_return_recall=own_return_recall(masks, seeds),
                 image_score=image_score,
                 stats=mask_statistics(
-                    views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px)
+                    views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px), tight
                 ),
                 error=error,
             )
