@@ -91,6 +91,10 @@ class Models:
 
     def __init__(self, config: PipelineConfig) -> None:
         self.config = config
+        if config.cv_threads > 0:
+            import cv2
+
+            cv2.setNumThreads(config.cv_threads)
         self._detector = None
         self._tracker = None
         self._segmenter = None
