@@ -243,8 +243,14 @@ class PipelineConfig:
             the segmenter's defaults (``autolabel.visibility.visibility_defaults``).
         marks: ``autolabel.set_of_mark.MarkStyle`` of the Set-of-Mark images.
         marks_stitched: also write the stitched six-camera view per keyframe.
+        marks_stitched_width_px: the stitched view's largest width, pixels (a display's; its
+            tiles are the cameras shrunk to a third of it); 0: the cameras' own resolution.
         qa: ``autolabel.qa.QAConfig`` (its ``seed`` is this config's ``seed``).
         check_qa: re-derive every QA answer after generation; a mismatch fails the clip.
+        cv_threads: OpenCV's threads in each process that runs stages (process-wide, set when
+            its models are built); 0 keeps OpenCV's default (one per core). Its calls here are
+            small (crops) or one clip per core (Ray), where a thread pool only adds CPU time
+            on shared cores: 1 cut the segment stage's CPU by about 8 %.
     """
 
     seed: int = 0
@@ -263,12 +269,22 @@ class PipelineConfig:
     visibility: Any = None
     marks: Any = None
     marks_stitched: bool = True
+    marks_stitched_width_px: int = 2400
     qa: Any = None
     check_qa: bool = True
+    cv_threads: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed: must be an integer >= 0, got {self.seed!r}")
+        threads = self.cv_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+            raise ConfigError(f"cv_threads: must be an integer >= 0, got {threads!r}")
+        width = self.marks_stitched_width_px
+        if isinstance(width, bool) or not isinstance(width, int) or not (width == 0 or width >= 3):
+            raise ConfigError(
+                f"marks_stitched_width_px: must be 0 or an integer >= 3, got {width!r}"
+            )
         attribute_cls, visibility_cls, mark_cls, qa_cls = _stage_configs()
         self.attributes = _section(self.attributes, attribute_cls, "attributes")
         self.visibility = _visibility_section(self.visibility, self.segmenter)

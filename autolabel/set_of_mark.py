@@ -600,13 +600,30 @@ def encode_png(image_bgr: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
+def stitched_tile_size_px(
+    image_size_px: tuple[int, int], max_width_px: int | None
+) -> tuple[int, int] | None:
+    """(width, height) of each tile of a stitched view at most ``max_width_px`` wide (three tiles
+    across, the camera's aspect kept); None (camera size) when that fits or without a limit."""
+    width_px, height_px = (int(v) for v in image_size_px)
+    if not max_width_px or 3 * width_px <= max_width_px:
+        return None
+    tile_w = max(1, int(max_width_px) // 3)
+    return tile_w, max(1, int(round(height_px * tile_w / width_px)))
+
+
 def write_marked_images(
     out_dir: str | Path,
     keyframe_name: str,
     images_by_channel: Mapping[str, np.ndarray],
     stitched: bool = True,
+    stitched_max_width_px: int | None = None,
 ) -> list[Path]:
     """Write ``<keyframe>_<channel>.png`` per camera and ``<keyframe>_stitched.png`` atomically.
+
+    The stitched view is for people (the report shows it): at most ``stitched_max_width_px``
+    wide (``stitched_tile_size_px``; camera resolution when None), since its PNG encoding costs
+    as much as all six cameras' at full resolution. The per-camera images keep every pixel.
 
     Returns the written paths, cameras in ``SIX_CAMERA_LAYOUT`` order then others sorted.
     """
@@ -619,7 +636,11 @@ def write_marked_images(
     ]
     six = {c: images_by_channel[c] for c in order if c in {x for r in SIX_CAMERA_LAYOUT for x in r}}
     if stitched and six:
+        first = next(iter(six.values()))
+        tile = stitched_tile_size_px(first.shape[1::-1], stitched_max_width_px)
         paths.append(
-            atomic_write_bytes(out / f"{keyframe_name}_stitched.png", encode_png(stitch_six(six)))
+            atomic_write_bytes(
+                out / f"{keyframe_name}_stitched.png", encode_png(stitch_six(six, tile))
+            )
         )
     return paths

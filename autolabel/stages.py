@@ -91,6 +91,10 @@ class Models:
 
     def __init__(self, config: PipelineConfig) -> None:
         self.config = config
+        if config.cv_threads > 0:
+            import cv2
+
+            cv2.setNumThreads(config.cv_threads)
         self._detector = None
         self._tracker = None
         self._segmenter = None
@@ -129,7 +133,12 @@ class Models:
         if self._segmenter is None:
             from autolabel.segmentation import get_segmenter
 
-            self._segmenter = get_segmenter(self.config.segmenter, self.config.segmenter_options)
+            options = dict(self.config.segmenter_options)
+            if self.config.segmenter == "geometric":
+                # Image evidence only for tracks the visibility filter may keep: it rejects the
+                # views of tracks scoring below min_track_score whatever their evidence says.
+                options.setdefault("image_evidence_from", self.config.visibility.min_track_score)
+            self._segmenter = get_segmenter(self.config.segmenter, options)
         return self._segmenter
 
     def templates(self):
@@ -421,7 +430,7 @@ def segment_images(
     from autolabel.config import SegmentOptions
     from autolabel.segmentation.geometric import own_return_recall
     from autolabel.segmentation.geometry import image_geometry, radius_px_from_angle
-    from autolabel.segmentation.rle import encode_masks
+    from autolabel.segmentation.rle import encode_masks, rle_area_px, rle_box_2d
     from autolabel.visibility import mask_statistics
 
     opt = options or SegmentOptions()
@@ -460,9 +469,13 @@ def segment_images(
                 if result.image_score is None
                 else result.image_score.astype(np.float32)
             )
+        rles = encode_masks(masks)
+        # The masks' tight boxes from their runs (a full-image scan per mask costs more).
+        tight = rle_box_2d(rles)
+        tight[rle_area_px(rles) == 0] = np.nan
         out.append(
             ImageMasks(
-                rles=encode_masks(masks),
+                rles=rles,
                 score=score.astype(np.float32),
                 hull_px=geometry.hull_px,
                 hull_occluded_share=geometry.hull_occluded_share,
@@ -471,7 +484,7 @@ def segment_images(
                 own_return_recall=own_return_recall(masks, seeds),
                 image_score=image_score,
                 stats=mask_statistics(
-                    views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px)
+                    views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px), tight
                 ),
                 error=error,
             )
@@ -819,7 +832,11 @@ def marks_stage(ctx: StageContext) -> StageResult:
                 style=ctx.config.marks,
             )
         paths = write_marked_images(
-            ctx.clip_dir / MARKS_DIR, f"{k:03d}", images, stitched=ctx.config.marks_stitched
+            ctx.clip_dir / MARKS_DIR,
+            f"{k:03d}",
+            images,
+            stitched=ctx.config.marks_stitched,
+            stitched_max_width_px=ctx.config.marks_stitched_width_px or None,
         )
         written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
         regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))

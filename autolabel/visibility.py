@@ -265,6 +265,7 @@ def mask_statistics(
     masks: np.ndarray,
     depth_m: np.ndarray,
     image_size_px: tuple[int, int],
+    mask_box_2d: np.ndarray | None = None,
 ) -> MaskStatistics:
     """The visibility measurements of the (N, H, W) bool masks of one image's N views.
 
@@ -273,13 +274,20 @@ def mask_statistics(
         masks: (N, H, W) bool (any memory layout).
         depth_m: (N,) depth of each object (nearer objects occlude).
         image_size_px: (width, height).
+        mask_box_2d: (N, 4) the masks' tight boxes (``masks.mask_boxes_2d``: NaN rows for empty
+            masks) when already known, e.g. from their RLE (``segmentation.rle.rle_box_2d``),
+            which saves scanning every full-image mask; computed from ``masks`` when None.
     """
     width_px, height_px = (int(v) for v in image_size_px)
     n = len(masks)
     clipped = clip_boxes_2d(
         np.asarray(projected_boxes_2d, np.float64).reshape(-1, 4), width_px, height_px
     )
-    mask_box = mask_boxes_2d(masks)
+    mask_box = (
+        mask_boxes_2d(masks)
+        if mask_box_2d is None
+        else np.asarray(mask_box_2d, np.float64).reshape(n, 4)
+    )
     mask_crops = _crops(mask_box, width_px, height_px)
     # Each mask's pixels all lie in its tight box: count there, not over the whole image.
     mask_px = np.array(

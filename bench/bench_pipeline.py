@@ -2,7 +2,8 @@
 
 Per-stage CPU seconds and peak memory per clip, this checkout against an earlier commit, measured
 in the same run (issue #17's figures): one 20 s synthetic clip at 1600x900 with the LiDAR
-detector, and the real PandaSet-002 clip at 1920x1080 (from ``../shared/realdata``, when present)::
+detector, and the real PandaSet-002 clip at 1920x1080 (from ``../shared/realdata`` or
+``$AUTOLABEL_REALDATA``, when present)::
 
     python bench/bench_pipeline.py costs --against COMMIT [--repeat 1] [--detector lidar]
 
@@ -39,7 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The code measured: this checkout, or another one given to the ``_clip`` worker by --code.
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv else REPO
 sys.path[:0] = [str(CODE), str(REPO / "tests")]  # that checkout's code, and the test helpers
-PANDASET = REPO.parent / "shared" / "realdata" / "pandaset-002"
+#: ``shared/realdata`` beside the checkout, or where ``AUTOLABEL_REALDATA`` says (as the tests).
+PANDASET = (
+    Path(os.environ.get("AUTOLABEL_REALDATA") or REPO.parent / "shared" / "realdata")
+    / "pandaset-002"
+)
 
 
 def _load() -> str:

@@ -283,6 +283,8 @@ def test_config_errors_name_the_key(tmp_path):
         "segmenter_options: {not_a_key: 1}": "not_a_key",
         "qa: {seed: 3}": "qa.seed",
         "ray: {segment_batch_images: 0}": "segment_batch_images",
+        "marks_stitched_width_px: 2": "marks_stitched_width_px",
+        "cv_threads: -1": "cv_threads",
     }
     for text, key in cases.items():
         path.write_text(text)

@@ -168,6 +168,35 @@ def test_lidar_seeded_score_tracks_true_iou_on_constructed_scenes():
     assert np.abs(scores - ious).mean() < 0.25
 
 
+def test_lidar_seeded_wanted_objects_match_a_full_run_on_overlapping_scenes():
+    """Cutting only the wanted objects (and the nearer ones whose boxes meet theirs) gives the
+    wanted masks and features of a run over every object, byte for byte."""
+    segmenter = LidarSeededSegmenter()
+    scene = make_validation_scene(8, 270, 480, n_objects=8, seed_offset_fraction=(0.0, 0.1))
+    prompts = {"points_uv": scene.points_uv, "depth_m": scene.depth_m}
+    masks, features = segmenter.segment_with_features(scene.image, scene.boxes_2d, prompts)
+    n = len(scene.boxes_2d)
+    boxes = scene.boxes_2d
+    lo, hi = np.floor(boxes[:, :2].clip(0)), np.ceil(boxes[:, 2:])
+    overlapping = 0
+    for k in range(n):
+        wanted = np.arange(n) == k
+        part_masks, part_features = segmenter.segment_with_features(
+            scene.image, boxes, prompts, wanted
+        )
+        assert part_masks[k].tobytes() == masks[k].tobytes()
+        assert part_features[k].tobytes() == features[k].tobytes()
+        # Objects that cannot take pixels from k (farther, or boxes apart) are not cut.
+        meets = np.all((lo < hi[k]) & (lo[k] < hi), axis=1)
+        nearer = scene.depth_m < scene.depth_m[k]
+        overlapping += int((meets & nearer).sum())
+        for j in np.flatnonzero(~wanted & ~(meets & nearer)):
+            assert not part_masks[j].any() and not part_features[j].any()
+    assert overlapping > 0  # the scene has occluders, so the nearer cuts were exercised
+    with pytest.raises(ValueError, match="wanted has 1 entries"):
+        segmenter.segment_with_features(scene.image, boxes, prompts, np.ones(1, bool))
+
+
 def test_segment_input_errors_name_the_argument(ellipse_scene):
     image, _, box = ellipse_scene
     segmenter = LidarSeededSegmenter()
@@ -485,5 +514,21 @@ def test_geometric_segmenter_measures_image_evidence_for_untrusted_tracks(ellips
     trusted = segmenter.segment(image, boxes, {**prompts, "track_score": np.array([0.8, 0.5])})
     assert np.isnan(trusted.image_score[0])
     assert trusted.image_score[1] == pytest.approx(checked.image_score[1], abs=1e-6)
+    # Nor is one the visibility filter rejects on its score (below image_evidence_from).
+    floor = GeometricSegmenter(GeometricConfig(image_evidence_from=0.4))
+    rejected = floor.segment(image, boxes, {**prompts, "track_score": np.array([0.5, 0.3])})
+    assert np.isnan(rejected.image_score[1]) and rejected.score[1] == plain.score[1]
+    assert rejected.image_score[0] == checked.image_score[0]
     with pytest.raises(ValueError, match=r"track_score'\] has 1 values for 2 boxes"):
         segmenter.segment(image, boxes, {**prompts, "track_score": np.array([0.5])})
+
+
+def test_run_measures_image_evidence_only_for_tracks_the_filter_may_keep():
+    from autolabel.config import PipelineConfig
+    from autolabel.stages import Models
+
+    config = PipelineConfig(segmenter="geometric")
+    assert config.visibility.min_track_score == 0.4
+    assert Models(config).segmenter().config.image_evidence_from == 0.4
+    given = PipelineConfig(segmenter="geometric", segmenter_options={"image_evidence_from": 0.0})
+    assert Models(given).segmenter().config.image_evidence_from == 0.0

@@ -18,6 +18,7 @@ from autolabel.set_of_mark import (
     region_id_from_colour,
     render_marks,
     stitch_six,
+    stitched_tile_size_px,
     text_colours_bgr,
     write_marked_images,
 )
@@ -303,6 +304,27 @@ class TestStitchAndWrite:
             assert pa.read_bytes() == pb.read_bytes()
         np.testing.assert_array_equal(cv2.imread(str(a[1])), images["CAM_FRONT"])
         assert not list((tmp_path / "a").glob(".*"))
+
+    def test_stitched_view_is_shrunk_to_its_width_and_cameras_are_not(self, tmp_path):
+        assert stitched_tile_size_px((1600, 900), 2400) == (800, 450)
+        assert stitched_tile_size_px((1920, 1080), 2400) == (800, 450)
+        assert stitched_tile_size_px((160, 90), 2400) is None  # 480 px wide already fits
+        assert stitched_tile_size_px((1600, 900), None) is None
+        rng = np.random.default_rng(0)
+        images = {
+            ch: rng.integers(0, 256, (90, 160, 3), dtype=np.uint8)
+            for row in SIX_CAMERA_LAYOUT
+            for ch in row
+        }
+        paths = write_marked_images(tmp_path, "kf", images, stitched_max_width_px=240)
+        stitched = cv2.imread(str(paths[-1]))
+        assert stitched.shape == (2 * 45, 3 * 80, 3)
+        # Each tile is its camera shrunk by pixel-area averaging: 2x2 means, rounded.
+        back = images["CAM_BACK"].astype(np.float64)
+        means = (back[0::2, 0::2] + back[1::2, 0::2] + back[0::2, 1::2] + back[1::2, 1::2]) / 4
+        tile = stitched[45:, 80:160].astype(np.float64)
+        assert np.abs(tile - means).max() <= 0.5 + 1e-9
+        np.testing.assert_array_equal(cv2.imread(str(paths[1])), images["CAM_FRONT"])
 
 
 REALDATA = realdata_dir(NUSCENES_MMDET3D)

@@ -291,3 +291,31 @@ def test_mask_helpers():
     np.testing.assert_array_equal(box_masks(np.array([[2.0, 1.0, 6.0, 3.0]]), 5, 7)[0], m[0])
     rle = mask_utils.encode(np.asfortranarray(m[0].astype(np.uint8)))
     np.testing.assert_array_equal(masks_to_array([rle, None], 5, 7), m)
+
+
+def test_mask_statistics_from_rle_boxes_equal_the_scan():
+    """Tight boxes read from the masks' runs give the statistics of a scan of every mask."""
+    from autolabel.segmentation.rle import encode_masks, rle_area_px, rle_box_2d
+    from autolabel.visibility import mask_statistics
+
+    rng = np.random.default_rng(3)
+    height_px, width_px = 90, 130  # neither a multiple of 8: the scan's byte path
+    # Column-major per mask, as the geometric segmenter stores them.
+    masks = np.zeros((5, width_px, height_px), bool).transpose(0, 2, 1)
+    masks[0, 10:40, 20:70] = rng.random((30, 50)) < 0.6
+    masks[1, 0:1, 129:130] = True  # one corner pixel
+    masks[2, 30:89, 0:5] = True
+    masks[3, 5:6, 60:61] = True
+    # masks[4] stays empty
+    boxes = np.array([[15, 5, 80, 45], [120, -5, 140, 3], [-10, 25, 8, 95], [50, 0, 70, 10],
+                      [np.nan] * 4])  # fmt: skip
+    depth = np.array([10.0, 5.0, 7.0, 3.0, 9.0])
+    rles = encode_masks(masks)
+    tight = rle_box_2d(rles)
+    tight[rle_area_px(rles) == 0] = np.nan
+    np.testing.assert_array_equal(tight, mask_boxes_2d(masks))  # NaN rows compare equal
+    np.testing.assert_array_equal(tight[1], [129, 0, 130, 1])
+    scanned = mask_statistics(boxes, masks, depth, (width_px, height_px))
+    given = mask_statistics(boxes, masks, depth, (width_px, height_px), tight)
+    for name in vars(scanned):
+        np.testing.assert_array_equal(getattr(given, name), getattr(scanned, name), err_msg=name)

@@ -27,7 +27,8 @@ a nearer car scores about 0.5; one behind a wall the LiDAR saw scores near 0.
 Geometry is only as right as the box. A detector's false positive (a bush boxed as a truck, a
 facade as a trailer) has a hull and LiDAR returns too, so geometry alone would mark it. For the
 objects of tracks scoring below ``image_evidence_below`` (``prompts["track_score"]``; exact
-ground truth scores 1 and is never checked) the segmenter also measures *image evidence*: the
+ground truth scores 1 and is never checked; tracks the visibility filter rejects on their score,
+below ``image_evidence_from``, neither) the segmenter also measures *image evidence*: the
 LiDAR-seeded GrabCut's calibrated score (``lidar_seeded.py``, the predicted IoU of a colour mask
 seeded by the object's own returns) in ``SegmentationResult.image_score`` (NaN elsewhere), and
 caps that object's score by it (``image_caps_score``). The visibility rule ``IMAGE_EVIDENCE``
@@ -65,6 +66,10 @@ class GeometricConfig:
             trim is refused and the geometric mask kept.
         image_evidence_below: objects of tracks scoring below this (``prompts["track_score"]``)
             also get image evidence (``image_score``); 0: never measured.
+        image_evidence_from: ...but not those of tracks scoring below this: a visibility
+            filter that rejects such tracks (``min_track_score``) never reads their evidence,
+            and measuring it is most of this segmenter's cost. ``autolabel run`` sets it to the
+            run's ``visibility.min_track_score`` unless ``segmenter_options`` gives it.
         image_caps_score: an object with image evidence scores at most that evidence (its score
             then also says how sure the image is that it is there, which the QA confidence reads).
     """
@@ -76,6 +81,7 @@ class GeometricConfig:
     seed_radius_px: int = 1
     max_trim_share: float = 0.35
     image_evidence_below: float = 0.8
+    image_evidence_from: float = 0.0
     image_caps_score: bool = True
 
     def __post_init__(self) -> None:
@@ -95,6 +101,11 @@ class GeometricConfig:
             raise ValueError(
                 "GeometricConfig.image_evidence_below: must be in [0, 1], got "
                 f"{self.image_evidence_below}"
+            )
+        if not 0.0 <= self.image_evidence_from <= 1.0:
+            raise ValueError(
+                "GeometricConfig.image_evidence_from: must be in [0, 1], got "
+                f"{self.image_evidence_from}"
             )
         if not 0.0 <= self.max_trim_share <= 1.0:
             raise ValueError(
@@ -187,8 +198,9 @@ class GeometricSegmenter:
     def _image_evidence(
         self, image: np.ndarray, boxes: np.ndarray, seeds: list[np.ndarray], prompts: dict
     ) -> np.ndarray | None:
-        """(N,) float32 LiDAR-seeded GrabCut score of the objects of untrusted tracks, NaN for the
-        others; None without track scores."""
+        """(N,) float32 LiDAR-seeded GrabCut score of the objects of untrusted tracks (scoring in
+        [``image_evidence_from``, ``image_evidence_below``)), NaN for the others; None without
+        track scores."""
         if prompts.get("track_score") is None:
             return None
         track_score = np.asarray(prompts["track_score"], np.float64).reshape(-1)
@@ -197,21 +209,24 @@ class GeometricSegmenter:
                 f"segment: prompts['track_score'] has {len(track_score)} values for "
                 f"{len(boxes)} boxes"
             )
-        untrusted = track_score < self.config.image_evidence_below
+        untrusted = (track_score < self.config.image_evidence_below) & (
+            track_score >= self.config.image_evidence_from
+        )
         out = np.full(len(boxes), np.nan, np.float32)
         if not untrusted.any():
             return out
-        from autolabel.segmentation.lidar_seeded import LidarSeededSegmenter
+        from autolabel.segmentation.lidar_seeded import LidarSeededSegmenter, score_from_features
 
         if self._colour is None:
             self._colour = LidarSeededSegmenter()
-        # Every object of the image, as the LiDAR-seeded segmenter sees them: its masks give a
-        # shared pixel to the nearest object, so the others must be there.
+        # The objects of the image as the LiDAR-seeded segmenter sees them: its masks give a
+        # shared pixel to the nearest object, so the trusted objects that may take pixels from
+        # an untrusted one are cut too (``wanted``: only those, and no score of their own).
         cv2.setRNGSeed(0)
-        colour = self._colour.segment(
-            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}
+        _, features = self._colour.segment_with_features(
+            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}, untrusted
         )
-        out[untrusted] = colour.score[untrusted]
+        out[untrusted] = score_from_features(features)[untrusted]
         return out
 
     def _refine(

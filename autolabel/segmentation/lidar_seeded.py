@@ -135,6 +135,21 @@ def _fill_holes(mask: np.ndarray) -> np.ndarray:
     return mask | holes
 
 
+def _takes_from_wanted(boxes: np.ndarray, depth_m: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """(N,) bool: the wanted objects, and those whose mask may take pixels from a wanted one in
+    the overlap resolution (nearer in its order, with a box meeting the wanted one's box; a
+    mask lies inside its box's pixel span)."""
+    order = np.argsort(depth_m, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    lo, hi = np.floor(boxes[:, :2]), np.ceil(boxes[:, 2:])
+    meets = np.all(
+        (lo[:, None, :] < hi[None, :, :]) & (lo[None, :, :] < hi[:, None, :]), axis=2
+    )  # (N, N) box pixel spans intersect
+    before = rank[:, None] < rank[None, :]  # [j, i]: j is resolved before i
+    return wanted | np.any(meets & before & wanted[None, :], axis=1)
+
+
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
     union = np.count_nonzero(a | b)
     return float(np.count_nonzero(a & b) / union) if union else 0.0
@@ -174,10 +189,19 @@ class LidarSeededSegmenter:
         image: np.ndarray,
         boxes_2d: np.ndarray,
         prompts: dict[str, Any] | None = None,
+        wanted: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Like ``segment`` but returns ((N, H, W) bool masks, (N, 5) float64 score features).
 
         Boxes too thin to cut, and empty masks, get all-zero features (a score near 0).
+
+        Args:
+            wanted: (N,) bool, the objects whose masks and features are needed (all when None).
+                The others are cut only where their mask may take pixels from a wanted one (a
+                nearer object whose box meets its box) and get no seed-free cut; their rows are
+                left as they come (not the masks and features they would have on their own).
+                The wanted rows equal those of a run without ``wanted``: every cut reseeds
+                OpenCV's RNG, so a mask depends on its own inputs only.
         """
         image, boxes, seeds = validate_segment_inputs(image, boxes_2d, prompts)
         height_px, width_px = image.shape[:2]
@@ -200,9 +224,14 @@ class LidarSeededSegmenter:
         clipped[:, [1, 3]] = clipped[:, [1, 3]].clip(0, height_px)
         seed_owner = np.concatenate([np.full(len(s), i) for i, s in enumerate(seeds)]).astype(int)
         all_seeds = np.concatenate(seeds) if n else np.zeros((0, 2))
-        # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR.
-        image_bgr = np.ascontiguousarray(image[:, :, ::-1])
-        for i in range(n):
+        overlaps = depth_m is not None and self.config.resolve_overlaps
+        wanted = np.ones(n, bool) if wanted is None else np.asarray(wanted, bool).reshape(-1)
+        if len(wanted) != n:
+            raise ValueError(f"segment: wanted has {len(wanted)} entries for {n} boxes")
+        needed = _takes_from_wanted(clipped, depth_m, wanted) if overlaps else wanted
+        # Each mask's crop (the scaled-back crop; all 0 where not cut): overlaps work on crops.
+        rois = np.zeros((n, 4), np.int64)
+        for i in np.flatnonzero(needed):
             box = clipped[i]
             if (
                 box[2] - box[0] < self.config.min_box_side_px
@@ -210,7 +239,9 @@ class LidarSeededSegmenter:
             ):
                 continue
             try:
-                mask_roi, roi, feats = self._segment_one(image_bgr, box, all_seeds, seed_owner == i)
+                mask_roi, roi, feats = self._segment_one(
+                    image, box, all_seeds, seed_owner == i, with_boxcut=bool(wanted[i])
+                )
             except cv2.error:
                 # GrabCut cannot start when the working crop leaves it no background or no
                 # foreground pixel (a sliver of a box at the image edge, shrunk below a pixel):
@@ -219,26 +250,36 @@ class LidarSeededSegmenter:
             u0, v0, u1, v1 = roi
             masks[i, v0:v1, u0:u1] = mask_roi
             features[i] = feats
-        if depth_m is not None and self.config.resolve_overlaps:
-            area_before = masks.sum(axis=(1, 2))
+            rois[i] = roi
+        if overlaps:
+            # Nearest first, each mask loses the pixels nearer masks hold; on crops (a mask is
+            # empty outside its own), so the cost is the masked area, not N full images.
+            area_before = np.zeros(n, np.int64)
+            area_after = np.zeros(n, np.int64)
             claimed = np.zeros((height_px, width_px), dtype=bool)
             for i in np.argsort(depth_m, kind="stable"):
-                masks[i] &= ~claimed
-                claimed |= masks[i]
-            area_after = masks.sum(axis=(1, 2))
+                u0, v0, u1, v1 = rois[i]
+                mask = masks[i, v0:v1, u0:u1]
+                area_before[i] = np.count_nonzero(mask)
+                mask &= ~claimed[v0:v1, u0:u1]
+                claimed[v0:v1, u0:u1] |= mask
+                area_after[i] = np.count_nonzero(mask)
             kept = np.where(area_before > 0, area_after / np.maximum(area_before, 1), 0.0)
             features[:, SCORE_FEATURE_NAMES.index("overlap_kept")] = kept
         return masks, features
 
     def _segment_one(
         self,
-        image_bgr: np.ndarray,
+        image_rgb: np.ndarray,
         box: np.ndarray,
         all_seeds: np.ndarray,
         own: np.ndarray,
+        with_boxcut: bool = True,
     ) -> tuple[np.ndarray, tuple[int, int, int, int], np.ndarray]:
+        """One object's mask on its crop, the crop, and its features (``boxcut_iou`` 0.5
+        without the seed-free cut)."""
         cfg = self.config
-        height_px, width_px = image_bgr.shape[:2]
+        height_px, width_px = image_rgb.shape[:2]
         box_w, box_h = box[2] - box[0], box[3] - box[1]
         margin = max(cfg.box_margin_min_px, cfg.box_margin_fraction * max(box_w, box_h))
         u0 = int(max(0, np.floor(box[0] - margin)))
@@ -249,7 +290,9 @@ class LidarSeededSegmenter:
         scale = min(1.0, cfg.working_max_side_px / max(roi_w, roi_h))
         work_w, work_h = max(2, int(round(roi_w * scale))), max(2, int(round(roi_h * scale)))
         sx, sy = work_w / roi_w, work_h / roi_h
-        crop = image_bgr[v0:v1, u0:u1]
+        # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR
+        # (flipped on the crop: resizing works per channel, so the order does not matter there).
+        crop = np.ascontiguousarray(image_rgb[v0:v1, u0:u1, ::-1])
         if (work_w, work_h) != (roi_w, roi_h):
             crop = cv2.resize(crop, (work_w, work_h), interpolation=cv2.INTER_AREA)
 
@@ -329,7 +372,13 @@ class LidarSeededSegmenter:
 
         # Features, on the working grid.
         seed_recall = float(mask_work[own_px[:, 1], own_px[:, 0]].mean()) if len(own_px) else 0.0
-        if cfg.boxcut_iterations > 0 and (bu1 - bu0) >= 2 and (bv1 - bv0) >= 2 and background.any():
+        if (
+            with_boxcut
+            and cfg.boxcut_iterations > 0
+            and (bu1 - bu0) >= 2
+            and (bv1 - bv0) >= 2
+            and background.any()
+        ):
             boxcut_label = np.zeros((work_h, work_w), dtype=np.uint8)
             box_bgd = np.zeros((1, 65), dtype=np.float64)
             box_fgd = np.zeros((1, 65), dtype=np.float64)
