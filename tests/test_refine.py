@@ -297,3 +297,140 @@ def test_track_size_is_the_detectors_quantile_unless_the_options_set_one():
     assert np.allclose(lengths["gt"], 5.0)
     assert np.allclose(lengths["lidar"], 5.4)
     assert np.allclose(lengths["override"], 6.0)
+
+
+def test_traffic_heading_leaves_out_samples_inside_the_static_objects_own_footprint():
+    # A parked car at the origin along x (4.5 x 1.9 m). Three moving samples inside its
+    # footprint head +x (a track that merged with it); the lane 3 m beside it heads -x. Counted,
+    # the near samples win (+x); left out, only the lane's samples remain: exactly -x.
+    from autolabel.refine.tracks import traffic_heading
+
+    xy = np.zeros((1, 2))
+    flow_xy = np.array([[-1.0, 0.0], [0.0, 0.2], [1.0, -0.3], [-2.0, 3.0], [2.0, 3.0]])
+    flow_yaw = np.array([0.0, 0.0, 0.0, np.pi, np.pi])
+    assert traffic_heading(xy, flow_xy, flow_yaw, 4.0)[0] == pytest.approx(0.0, abs=1e-9)
+    own = traffic_heading(xy, flow_xy, flow_yaw, 4.0, np.zeros(1), np.array([[2.25, 0.95]]))
+    assert abs(wrap_angle(own[0] - np.pi)) < 1e-9
+    # Turned by 90 degrees, the same footprint no longer holds the samples along x at y=+-0.3.
+    turned = traffic_heading(
+        xy, flow_xy, flow_yaw, 4.0, np.full(1, np.pi / 2), np.array([[2.25, 0.95]])
+    )
+    assert np.cos(turned[0]) > 0
+
+
+def test_roof_is_where_the_stacked_profile_thins_out():
+    from autolabel.refine.classify import roof_heights
+
+    # Track 0, a car under a branch: 100 returns at 0.6 m, 200 at 1.1, 150 at 1.4, 20 at 1.6 and
+    # 10 at 3.0. In 0.25 m bins the densest is [1.0, 1.25) (200); the first bin above it with
+    # fewer than a quarter of that (50) is [1.5, 1.75) (20): roof 1.5 m, not the branch's 3 m.
+    h0 = np.repeat([0.6, 1.1, 1.4, 1.6, 3.0], [100, 200, 150, 20, 10])
+    # Track 1, a truck's side: returns spread evenly from 0.3 to 3.0 m: its roof is its top.
+    h1 = np.linspace(0.3, 2.99, 1000)
+    track = np.concatenate([np.zeros(len(h0), np.int64), np.ones(len(h1), np.int64)])
+    roof = roof_heights(track, np.concatenate([h0, h1]), 3)
+    assert roof[0] == 1.5 and roof[1] == 3.0 and np.isnan(roof[2])
+
+
+def test_a_truck_box_over_a_car_under_a_tree_becomes_a_car_at_its_near_faces():
+    # A parked "truck" (2.46 x 6.74 x 2.73 m boxes) at (10, 5) seen from the ego at the origin:
+    # dense returns of a car body up to 1.5 m, sparse branches at 2.6-2.8 m. The boxes' highest
+    # returns (2.8 m) say truck; the roof (1.5 m) says car. It takes a car's typical size
+    # (1.95 x 4.61 x 1.72 m) against the boxes' faces towards the ego (-x, -y in its frame): its
+    # centre moves by half the size difference, (6.74 - 4.61) / 2 along and (2.46 - 1.95) / 2
+    # across.
+    from autolabel.refine.points import PointEvidence
+
+    n = len(TIMES)
+    tracks = []
+    for _ in range(n):
+        tracks.append(
+            Boxes3D(
+                center_m=[[10.0, 5.0, 1.365]], size_wlh_m=[[2.46, 6.74, 2.73]], yaw_rad=[0.0],
+                velocity_mps=[[np.nan, np.nan]], label=[class_index("truck")], score=[0.6],
+                track_id=[3],
+            )
+        )  # fmt: skip
+    # Body: 120 returns over x in [-2.3, 2.3], heights spread evenly over 0.4-1.45 m (23-29 per
+    # 0.25 m bin from 0.5 m up); branches: 10 returns at 2.6-2.8 m. Roof: 1.5 m.
+    x = np.linspace(-2.3, 2.3, 40)
+    one = np.concatenate(
+        [
+            np.column_stack([np.tile(x, 3), np.full(120, -1.1), np.linspace(0.4, 1.45, 120)]),
+            np.column_stack([x[::4], np.full(10, 0.0), np.linspace(2.6, 2.8, 10)]),
+        ]
+    )
+    evidence = PointEvidence(
+        np.repeat(np.arange(n), len(one)), np.tile(one, (n, 1)), np.full(n, len(one)),
+        np.full(n, 11.2),
+    )  # fmt: skip
+    ego = np.zeros((n, 3))
+    refined, _ = refine_tracks(TIMES, tracks, None, evidence, ego)
+    _, boxes = boxes_of(refined, 3)
+    assert np.all(boxes.label == class_index("car"))
+    assert boxes.size_wlh_m == pytest.approx(np.tile([1.95, 4.61, 1.72], (n, 1)))
+    assert boxes.center_m[:, 0] == pytest.approx(np.full(n, 10.0 - (6.74 - 4.61) / 2))
+    assert boxes.center_m[:, 1] == pytest.approx(np.full(n, 5.0 - (2.46 - 1.95) / 2))
+    # The bottom stays on the ground the boxes stood on.
+    assert boxes.center_m[:, 2] == pytest.approx(np.full(n, 1.72 / 2))
+    # The same profile over only 1.2 m of length (a trunk and bushes under a canopy, not a car's
+    # body: the 5-95 % spread, 0.9 * 1.2 m, is below 2.5 m): it stays a truck, at its boxes.
+    short = one.copy()
+    short[:120, 0] = np.tile(np.linspace(-0.6, 0.6, 40), 3)
+    evidence.local_xyh_m = np.tile(short, (n, 1))
+    refined, _ = refine_tracks(TIMES, tracks, None, evidence, ego)
+    _, boxes = boxes_of(refined, 3)
+    assert np.all(boxes.label == class_index("truck"))
+    assert boxes.center_m[:, :2] == pytest.approx(np.tile([10.0, 5.0], (n, 1)))
+
+
+def test_a_roof_over_the_whole_length_places_no_cabin():
+    # Roof returns over x in [-2.1, 2.3] (span 4.4 of the 4.6 m body: 96 %), twice as dense
+    # over [1.0, 2.3]: their mean lies 0.9 m ahead of the middle, which would turn the car
+    # round; a roof that long is no cabin (a van, a merged cluster): the heading stays +x. The
+    # same returns with the span rule off (share 1.0) turn it.
+    from autolabel.refine.points import PointEvidence
+
+    n = len(TIMES)
+    tracks = track_boxes(0, "car", np.tile([8.0, 4.0], (n, 1)), np.zeros(n))
+    body_x = np.linspace(-2.3, 2.3, 24)
+    roof_x = np.concatenate([np.linspace(-2.1, 2.3, 12), np.linspace(1.0, 2.3, 12)])
+    one = np.concatenate(
+        [
+            np.column_stack([body_x, np.full(24, 0.9), np.full(24, 0.7)]),
+            np.column_stack([roof_x, np.zeros(24), np.full(24, 1.45)]),
+        ]
+    )
+    evidence = PointEvidence(
+        np.repeat(np.arange(n), len(one)), np.tile(one, (n, 1)), np.full(n, len(one)),
+        np.full(n, 10.0),
+    )  # fmt: skip
+    for share, expected in ((0.85, 0.0), (1.0, np.pi)):
+        refined, _ = refine_tracks(TIMES, tracks, RefineConfig(cabin_max_roof_span=share), evidence)
+        _, boxes = boxes_of(refined, 0)
+        assert np.all(np.abs(wrap_angle(boxes.yaw_rad - expected)) < 1e-6)
+
+
+def test_a_track_seen_only_above_the_floor_height_is_clutter():
+    # Two static car tracks with 40 returns per box: one's all between 4.5 and 5.0 m above the
+    # ground (a canopy; nothing reaches down), the other's between 0.4 and 1.5 m.
+    from autolabel.refine.points import PointEvidence
+
+    n = len(TIMES)
+    tracks = merge(
+        track_boxes(0, "car", np.tile([8.0, 4.0], (n, 1)), np.zeros(n)),
+        track_boxes(1, "car", np.tile([8.0, -6.0], (n, 1)), np.zeros(n)),
+    )
+    x = np.linspace(-2.2, 2.2, 40)
+    high = np.column_stack([x, np.full(40, 0.9), np.linspace(4.5, 5.0, 40)])
+    low = np.column_stack([x, np.full(40, 0.9), np.linspace(0.4, 1.5, 40)])
+    # Boxes in concatenate order: frame by frame, track 0 then track 1.
+    local = np.concatenate([np.concatenate([high, low]) for _ in range(n)])
+    evidence = PointEvidence(
+        np.repeat(np.arange(2 * n), 40), local, np.full(2 * n, 40), np.full(2 * n, 10.0)
+    )
+    refined, summary = refine_tracks(TIMES, tracks, None, evidence)
+    assert summary.clutter == 1
+    assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == n
+    _, summary = refine_tracks(TIMES, tracks, RefineConfig(clutter_min_floor_m=5.0), evidence)
+    assert summary.clutter == 0

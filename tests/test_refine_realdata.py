@@ -57,15 +57,17 @@ def test_refined_tracks_beat_the_online_chain_on_pandaset(pandaset_chains, tmp_p
     car_before, car_after = before["mean_dist_aps"]["car"], after["mean_dist_aps"]["car"]
     aoe_before = before["label_tp_errors"]["car"]["orient_err"]
     aoe_after = after["label_tp_errors"]["car"]["orient_err"]
-    # Measured (these two sweeps): car AP 0.45 -> 0.53, car AOE 0.43 -> 0.25 rad.
-    assert car_after >= 0.50 and car_after > car_before
-    assert aoe_after <= 0.30 and aoe_after < aoe_before
-    # Over the 7 classes present: 0.205 (car 0.53, truck 0.07, motorcycle 0.83). The motorcycle,
+    # Measured (these two sweeps): car AP 0.45 -> 0.60, car AOE 0.42 -> 0.045 rad (parked cars
+    # pointed by the traffic beside them, not by tracks merged with them; cars under trees
+    # found by their roof).
+    assert car_after >= 0.57 and car_after > car_before
+    assert aoe_after <= 0.10 and aoe_after < aoe_before
+    # Over the 7 classes present: 0.214 (car 0.60, truck 0.07, motorcycle 0.83). The motorcycle,
     # seen as motorcycle, bicycle, pedestrian or cone from frame to frame, is one track only
     # with the tracker's class groups (bench_offboard's 10 sweeps: its AP 0.03 -> 0.23).
     present = {DETECTION_CLASSES[c] for f in clip.frames for c in f.ground_truth.boxes.label}
     assert len(present) == 7
-    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.17
+    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.20
     # Tracks per ground-truth object: 3.6 before, 1.06 after.
     objects = len({t for f in clip.frames for t in f.ground_truth.boxes.track_id})
     assert summary.tracks_in > 3 * objects

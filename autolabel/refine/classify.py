@@ -18,16 +18,53 @@ from autolabel.classes import CLASS_INDEX
 from autolabel.refine.points import PointEvidence
 from autolabel.refine.track_table import TrackTable
 
+#: Height bins of a track's return profile, metres above ground.
+PROFILE_BIN_M = 0.25
+#: The roof is where the profile falls below this share of its densest bin.
+ROOF_DROP_SHARE = 0.25
+
 
 @dataclass
 class TrackEvidence:
     """Per track: ``returns`` (median returns per observed box), ``height_m`` (median over
     boxes of the highest return above ground), ``surface_share`` (share of all its returns within
-    ``surface_m`` of the box outline)."""
+    ``surface_m`` of the box outline), ``roof_m`` (height above ground where the track's stacked
+    return profile thins out, see :func:`roof_heights`), ``floor_m`` (its lowest return above
+    ground, NaN without returns), ``body_length_m`` (the 5-95 % spread along its boxes' length
+    of its returns below the roof)."""
 
     returns: np.ndarray
     height_m: np.ndarray
     surface_share: np.ndarray
+    roof_m: np.ndarray
+    floor_m: np.ndarray
+    body_length_m: np.ndarray
+
+
+def roof_heights(track: np.ndarray, height_m: np.ndarray, n_tracks: int) -> np.ndarray:
+    """(T,) per track, the roof of its returns stacked over the clip: the lower edge of the first
+    ``PROFILE_BIN_M`` height bin above the densest one that holds less than ``ROOF_DROP_SHARE``
+    of the densest bin's returns (NaN without returns).
+
+    A car's body and roof give a dense profile up to the roof; what hangs above it in the same
+    box (a tree's canopy, a sign, a neighbour seen through) is sparse. The highest return of a
+    box, which a single branch sets, cannot tell a car under a tree from a truck; the roof can.
+    ``track``: (P,) track of each return; ``height_m``: (P,) its height above ground.
+    """
+    out = np.full(n_tracks, np.nan)
+    if len(track) == 0:
+        return out
+    b = np.clip((height_m / PROFILE_BIN_M).astype(np.int64), 0, None)
+    n_bins = int(b.max()) + 2
+    hist = np.bincount(track * n_bins + b, minlength=n_tracks * n_bins).reshape(n_tracks, n_bins)
+    peak = hist.argmax(axis=1)
+    bins = np.arange(n_bins)
+    thin = (hist < ROOF_DROP_SHARE * hist.max(axis=1, keepdims=True)) & (bins > peak[:, None])
+    # The last bin is always empty, so every track with returns has a thin bin above its peak.
+    first_thin = np.where(thin, bins, n_bins).min(axis=1)
+    has = hist.sum(axis=1) > 0
+    out[has] = first_thin[has] * PROFILE_BIN_M
+    return out
 
 
 def track_evidence(
@@ -64,7 +101,14 @@ def track_evidence(
         box_top = np.where(np.isfinite(top), top, np.nan)
     has_top = np.isfinite(box_top)
     height = group_quantile(t_of_row[has_top], box_top[has_top], n_tracks, 0.5)
-    return TrackEvidence(returns, height, surface)
+    roof = roof_heights(ret_track, local[:, 2], n_tracks)
+    floor = np.full(n_tracks, np.inf)
+    np.minimum.at(floor, ret_track, local[:, 2])
+    floor = np.where(np.isfinite(floor), floor, np.nan)
+    body = local[:, 2] < roof[ret_track]
+    lo = group_quantile(ret_track[body], local[body, 0], n_tracks, 0.05)
+    hi = group_quantile(ret_track[body], local[body, 0], n_tracks, 0.95)
+    return TrackEvidence(returns, height, surface, roof, floor, hi - lo)
 
 
 def clutter_tracks(
@@ -73,30 +117,50 @@ def clutter_tracks(
     max_surface_share: float,
     min_height_m: float,
     min_returns: float,
+    min_floor_m: float = np.inf,
 ) -> np.ndarray:
     """(T,) bool: static tracks taller than ``min_height_m`` whose returns fill their volume
     (share on the outline below ``max_surface_share``: trees, hedges, facades seen through), or
-    with fewer than ``min_returns`` returns per box (nothing solid there)."""
+    with fewer than ``min_returns`` returns per box (nothing solid there); and any track whose
+    returns all lie higher than ``min_floor_m`` above the ground (a canopy or an upper facade:
+    no road user is seen only above that height)."""
     with np.errstate(invalid="ignore"):
         volumetric = (features.surface_share < max_surface_share) & (
             features.height_m > min_height_m
         )
         empty = ~(features.returns >= min_returns)
-    return static & (volumetric | empty)
+        floating = features.floor_m > min_floor_m
+    return (static & (volumetric | empty)) | floating
 
 
 def relabel_low_vehicles(
-    features: TrackEvidence, label: np.ndarray, max_car_height_m: float, min_returns: float
+    features: TrackEvidence,
+    label: np.ndarray,
+    max_car_height_m: float,
+    min_returns: float,
+    min_canopy_gap_m: float = np.inf,
+    min_body_length_m: float = 0.0,
 ) -> np.ndarray:
     """(T,) track classes with large-vehicle tracks (truck, bus, trailer, construction vehicle)
-    whose returns, over the whole track, never reach above ``max_car_height_m`` turned into cars:
-    a size-only classifier calls a car whose cluster merged with its neighbour a truck, but the
-    roof line seen over many keyframes tells them apart. Needs ``min_returns`` per box."""
+    turned into cars where, over the whole track, their returns never reach above
+    ``max_car_height_m`` (a size-only classifier calls a car whose cluster merged with its
+    neighbour a truck, but the roof line seen over many keyframes tells them apart), or where
+    their stacked profile's roof stays below that height while their boxes' highest returns lie
+    at least ``min_canopy_gap_m`` above the roof and the returns below the roof span at least
+    ``min_body_length_m`` along the boxes (a car under a tree: sparse canopy above a car's long,
+    dense body; a truck's returns go on up to its roof, a tree's trunk and bushes are short).
+    Needs ``min_returns`` per box."""
     big = np.isin(
         label, [CLASS_INDEX[c] for c in ("truck", "bus", "trailer", "construction_vehicle")]
     )
     with np.errstate(invalid="ignore"):
-        low = (features.height_m < max_car_height_m) & (features.returns >= min_returns)
+        under_canopy = (
+            (features.roof_m <= max_car_height_m)
+            & (features.height_m >= features.roof_m + min_canopy_gap_m)
+            & (features.body_length_m >= min_body_length_m)
+        )
+        low = (features.height_m < max_car_height_m) | under_canopy
+        low &= features.returns >= min_returns
     return np.where(big & low, CLASS_INDEX["car"], label)
 
 
@@ -108,11 +172,12 @@ def cabin_side(
     track_yaw: np.ndarray,
     roof_fraction: float,
     min_offset_m: float,
+    max_roof_span: float = 1.0,
 ) -> np.ndarray:
     """(T,) per track, where its roof sits along the heading ``track_yaw`` from the middle of its
     accumulated returns: -1 behind (a car's cabin sits behind its middle, the bonnet is longer
-    than the boot), +1 ahead, 0 undecided (fewer than 10 roof returns, or within
-    ``min_offset_m``). Returns of every keyframe are stacked in the track's frame
+    than the boot), +1 ahead, 0 undecided (fewer than 10 roof returns, within ``min_offset_m``,
+    or a roof spanning more than ``max_roof_span`` of the returns' length: no cabin shape). Returns of every keyframe are stacked in the track's frame
     (``track_center_xy`` (T, 2), ``track_yaw`` (T,)); the roof is what reaches above
     ``roof_fraction`` of the track's highest returns."""
     n_tracks = table.n_tracks
@@ -146,6 +211,12 @@ def cabin_side(
         n_roof, 1
     )
     offset = roof_along - middle
-    decided = (n_roof >= 10) & (np.abs(offset) >= min_offset_m)
+    roof_lo = np.full(n_tracks, np.inf)
+    roof_hi = np.full(n_tracks, -np.inf)
+    np.minimum.at(roof_lo, track[roof], along[roof])
+    np.maximum.at(roof_hi, track[roof], along[roof])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        span = (roof_hi - roof_lo) / (hi - lo)
+    decided = (n_roof >= 10) & (np.abs(offset) >= min_offset_m) & (span <= max_roof_span)
     out[decided] = np.sign(offset[decided]).astype(np.int64)
     return out

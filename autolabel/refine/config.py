@@ -37,6 +37,9 @@ class RefineConfig:
             over the track, sit more than this ahead of the middle of its returns is turned round:
             a car's cabin sits behind its middle (bonnet longer than boot). Decides before the
             traffic flow where the returns allow (needs ``use_points``).
+        cabin_max_roof_span: ... only where the roof returns span at most this share of the
+            length of the track's returns (a roof over nearly the whole length, as a van's or
+            a merged cluster's, has no cabin to place).
         size_quantile: each size dimension of a track is this quantile of its boxes' (the
             detector sees only the near faces, so most views are too small).
         use_points: accumulate each track's LiDAR returns over the clip for its size, static
@@ -45,10 +48,17 @@ class RefineConfig:
             (``autolabel.refine.classify.clutter_tracks``): static tracks higher than
             ``clutter_min_height_m`` whose returns lie on their outline less than
             ``clutter_max_surface_share`` of the time (vegetation fills its volume), or with
-            fewer than ``clutter_min_returns`` returns per box.
+            fewer than ``clutter_min_returns`` returns per box; and any track whose returns all
+            lie higher than ``clutter_min_floor_m`` above the ground (canopies, upper facades).
         car_max_height_m, relabel_min_returns: a truck, bus, trailer or construction-vehicle
             track whose returns (at least ``relabel_min_returns`` per box) stay below this
             height over the whole track is a car.
+        canopy_min_gap_m: ... and so is one whose stacked return profile thins out below that
+            height (its roof, ``autolabel.refine.classify.roof_heights``) while its boxes'
+            highest returns (median) lie at least this much higher (a car under a tree's
+            canopy), where the returns below its roof span at least ``canopy_min_body_m`` along
+            its boxes (a car's body; a trunk or a bush is shorter); it takes a car's typical
+            size against its boxes' faces towards the ego.
     """
 
     min_observations: int = 3
@@ -67,14 +77,18 @@ class RefineConfig:
     static_heading_from_flow: bool = True
     static_heading_from_cabin: bool = True
     cabin_min_offset_m: float = 0.2
+    cabin_max_roof_span: float = 0.85
     flow_distance_m: float = 4.0
     use_points: bool = True
     reject_clutter: bool = True
     clutter_max_surface_share: float = 0.12
     clutter_min_height_m: float = 3.0
     clutter_min_returns: float = 0.0
+    clutter_min_floor_m: float = 4.4
     car_max_height_m: float = 2.1
     relabel_min_returns: float = 30.0
+    canopy_min_gap_m: float = 1.0
+    canopy_min_body_m: float = 2.5
 
     def __post_init__(self) -> None:
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
@@ -87,7 +101,8 @@ class RefineConfig:
             raise ValueError(f"min_track_score: must be in [0, 1], got {self.min_track_score}")
         for key in (
             "score_length_scale", "duplicate_distance_m", "position_sigma_m",
-            "velocity_sigma_mps", "accel_psd", "static_max_displacement_m",
+            "velocity_sigma_mps", "accel_psd", "static_max_displacement_m", "clutter_min_floor_m",
+            "canopy_min_gap_m", "canopy_min_body_m",
         ):  # fmt: skip
             if not getattr(self, key) > 0:
                 raise ValueError(f"{key}: must be > 0, got {getattr(self, key)!r}")
@@ -106,5 +121,9 @@ class RefineConfig:
         for key in ("static_max_speed_mps", "heading_from_motion_mps"):
             if not getattr(self, key) >= 0:
                 raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
+        if not 0 < self.cabin_max_roof_span <= 1:
+            raise ValueError(
+                f"cabin_max_roof_span: must be in (0, 1], got {self.cabin_max_roof_span}"
+            )
         if not 0 <= self.size_quantile <= 1:
             raise ValueError(f"size_quantile: must be in [0, 1], got {self.size_quantile}")

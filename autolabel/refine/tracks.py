@@ -5,8 +5,10 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 1. duplicates: a track that follows another one's object under a runner-up class votes for
    that track's class and goes (:mod:`autolabel.refine.duplicates`);
 2. class: the score-weighted vote of its boxes (and its duplicates'), then the point evidence of
-   :mod:`autolabel.refine.classify` where LiDAR returns were gathered; clutter (vegetation,
-   facades) and tracks seen fewer than ``min_observations`` times are removed;
+   :mod:`autolabel.refine.classify` where LiDAR returns were gathered (a large-vehicle track
+   with a car's roof becomes a car, of a car's size against its boxes' near faces); clutter
+   (vegetation, facades, returns only high above the ground) and tracks seen fewer than
+   ``min_observations`` times are removed;
 3. trajectory: a forward Kalman filter and a backward RTS pass over the span
    (:mod:`autolabel.refine.smoothing`), fusing the detector's velocity where it gives one, so
    centres and velocities are lag-free and keyframes missed inside the span are filled;
@@ -15,8 +17,9 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
    detections, or of its accumulated returns) and velocity zero;
 5. heading: a mover heads where it goes where it is fast enough; elsewhere the detector's
    heading is turned by pi to agree with the nearest direction of travel; a static track has one
-   heading (axial mean of its boxes', or of its accumulated returns' outline), so no box of a
-   track is flipped against the others;
+   heading (axial mean of its boxes', or of its accumulated returns' outline), pointed by the
+   traffic beside it (not inside its own footprint) or by its cabin, so no box of a track is
+   flipped against the others;
 6. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
    returns), the box's bottom kept on the detected ground;
 7. score: the mean score of its boxes, times a term growing with how often it was seen.
@@ -44,6 +47,7 @@ from calib.rotation import wrap_angle
 STATIC_CLASSES = np.isin(np.asarray(DETECTION_CLASSES), ["traffic_cone", "barrier"])
 #: Classes whose cabin sits behind the middle of the body (cars: the bonnet outlasts the boot).
 CABIN_CLASSES = np.array([DETECTION_CLASSES.index("car")])
+CLASS_CAR = DETECTION_CLASSES.index("car")
 
 
 @dataclass
@@ -141,19 +145,36 @@ def _axial_mean_heading(table: TrackTable, yaw: np.ndarray, weight: np.ndarray) 
 
 
 def traffic_heading(
-    xy_m: np.ndarray, flow_xy_m: np.ndarray, flow_yaw_rad: np.ndarray, scale_m: float
+    xy_m: np.ndarray,
+    flow_xy_m: np.ndarray,
+    flow_yaw_rad: np.ndarray,
+    scale_m: float,
+    yaw_rad: np.ndarray | None = None,
+    half_lw_m: np.ndarray | None = None,
 ) -> np.ndarray:
     """(S,) the direction of the traffic near each of (S, 2) ``xy_m``: the axial mean of the
     headings of moving samples (M, 2) / (M,), weighted by ``exp(-(distance / scale_m)^2 / 2)``, taken
     modulo pi and pointed where most of the weight points. NaN where there is no sample.
+
+    With ``yaw_rad`` (S,) and ``half_lw_m`` (S, 2) (half length, half width, metres) each static
+    object's own footprint is known: samples inside it are left out, since they are the object
+    itself (a moving track that merged with it, or its own jittering boxes), not the traffic
+    beside it.
 
     Parked vehicles face the traffic of their side of the street; a static box's outline alone
     cannot tell its front from its back.
     """
     if len(flow_xy_m) == 0 or len(xy_m) == 0:
         return np.full(len(xy_m), np.nan)
-    d = np.linalg.norm(xy_m[:, None, :] - flow_xy_m[None, :, :], axis=2)
+    rel = flow_xy_m[None, :, :] - xy_m[:, None, :]
+    d = np.linalg.norm(rel, axis=2)
     w = np.exp(-0.5 * np.square(d / scale_m))
+    if yaw_rad is not None and half_lw_m is not None:
+        c, s = np.cos(yaw_rad)[:, None], np.sin(yaw_rad)[:, None]
+        along = np.abs(c * rel[..., 0] + s * rel[..., 1])
+        across = np.abs(-s * rel[..., 0] + c * rel[..., 1])
+        own = (along <= half_lw_m[:, 0:1]) & (across <= half_lw_m[:, 1:2])
+        w = np.where(own, 0.0, w)
     # The nearest flow decides: the weight of farther lanes falls off quickly.
     vx = (w * np.cos(flow_yaw_rad)[None, :]).sum(axis=1)
     vy = (w * np.sin(flow_yaw_rad)[None, :]).sum(axis=1)
@@ -164,6 +185,48 @@ def _aligned(yaw: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """``yaw`` turned by pi where it points away from ``reference`` (NaN reference: unchanged)."""
     flip = np.cos(yaw - reference) < 0
     return wrap_angle(np.where(np.isfinite(reference) & flip, yaw + np.pi, yaw))
+
+
+def _shrink_to_near_faces(
+    table: TrackTable,
+    to_car: np.ndarray,
+    static: np.ndarray,
+    size: np.ndarray,
+    center_xy: np.ndarray,
+    yaw: np.ndarray,
+    ego_xy_yaw: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tracks ``to_car`` (T,) (large-vehicle boxes the point evidence called a car) take a car's
+    typical size, no larger than their boxes', placed against their boxes' near faces: the
+    detector's box grew over what stood beside or above the car (a hedge, a canopy) on the sides
+    the LiDAR sees, while the car's far faces are unseen. The near side is the one facing the
+    ego (per row; a static track's from the median ego position over its span, so it keeps one
+    pose). Without ego positions the box shrinks about its centre. Returns (T, 3) sizes and
+    (K, 2) centres."""
+    from detectors.class_priors import TYPICAL_SIZE_WLH_M
+
+    size = size.copy()
+    old = size[to_car].copy()
+    size[to_car] = np.minimum(old, TYPICAL_SIZE_WLH_M[CLASS_CAR])
+    if ego_xy_yaw is None:
+        return size, center_xy
+    t_of_row = table.track_of_row
+    sensor = np.asarray(ego_xy_yaw, dtype=np.float64)[table.frame_index, :2]
+    static_sensor = group_quantile(t_of_row, sensor, table.n_tracks, 0.5)
+    sensor = np.where(static[t_of_row][:, None], static_sensor[t_of_row], sensor)
+    rows = to_car[t_of_row]
+    c, s = np.cos(yaw[rows]), np.sin(yaw[rows])
+    d = sensor[rows] - center_xy[rows]
+    along = np.sign(c * d[:, 0] + s * d[:, 1])
+    across = np.sign(-s * d[:, 0] + c * d[:, 1])
+    slack = np.zeros((table.n_tracks, 2))
+    slack[to_car] = (old[:, [1, 0]] - size[to_car][:, [1, 0]]) / 2
+    shift_l = along * slack[t_of_row[rows], 0]
+    shift_w = across * slack[t_of_row[rows], 1]
+    center_xy = center_xy.copy()
+    center_xy[rows, 0] += c * shift_l - s * shift_w
+    center_xy[rows, 1] += s * shift_l + c * shift_w
+    return size, center_xy
 
 
 def track_classes(
@@ -237,8 +300,9 @@ def refine_tracks(
         root = nxt
     dup_box = is_dup[col]
 
-    kept_boxes = boxes[~dup_box]
-    kept_frame = frame_of[~dup_box]
+    kept_src = np.flatnonzero(~dup_box)
+    kept_boxes = boxes[kept_src]
+    kept_frame = frame_of[kept_src]
     table = build_track_table(kept_boxes, kept_frame)
     rows = table.boxes
     obs = table.observed
@@ -275,13 +339,14 @@ def refine_tracks(
     ) | STATIC_CLASSES[label]
 
     keep = n_obs >= cfg.min_observations
+    to_car = np.zeros(n_tracks, bool)
     too_short = int((~keep).sum())
     clutter = np.zeros(n_tracks, bool)
     features = None
     if evidence is not None and cfg.reject_clutter:
         from autolabel.refine import classify
 
-        evidence_row = np.where(obs, np.flatnonzero(~dup_box)[np.maximum(table.box_row, 0)], -1)
+        evidence_row = np.where(obs, kept_src[np.maximum(table.box_row, 0)], -1)
         features = classify.track_evidence(table, evidence, evidence_row)
         clutter = keep & classify.clutter_tracks(
             features,
@@ -289,11 +354,19 @@ def refine_tracks(
             cfg.clutter_max_surface_share,
             cfg.clutter_min_height_m,
             cfg.clutter_min_returns,
+            cfg.clutter_min_floor_m,
         )
         keep &= ~clutter
-        label = classify.relabel_low_vehicles(
-            features, label, cfg.car_max_height_m, cfg.relabel_min_returns
+        relabelled = classify.relabel_low_vehicles(
+            features,
+            label,
+            cfg.car_max_height_m,
+            cfg.relabel_min_returns,
+            cfg.canopy_min_gap_m,
+            cfg.canopy_min_body_m,
         )
+        to_car = relabelled != label
+        label = relabelled
     keep &= track_score >= cfg.min_track_score
 
     # Static tracks: one pose; velocity zero.
@@ -314,34 +387,47 @@ def refine_tracks(
     travel_yaw = np.arctan2(travel[:, 1], travel[:, 0])[t_of_row]
     nearest_motion = np.where(np.isfinite(nearest_motion), nearest_motion, travel_yaw)
     yaw = np.where(fast, motion_yaw, _aligned(det_yaw, nearest_motion))
+    # Size: one per track (the bottom is placed below).
+    size = group_quantile(
+        t_of_row[obs_rows], rows.size_wlh_m[obs_rows], n_tracks, cfg.size_quantile
+    )
     if cfg.static_heading_from_flow:
         flow_xy = center_xy[fast]
         flow_yaw = motion_yaw[fast]
         if ego_xy_yaw is not None:
             flow_xy = np.concatenate([flow_xy, ego_xy_yaw[:, :2]])
             flow_yaw = np.concatenate([flow_yaw, ego_xy_yaw[:, 2]])
-        static_yaw = _aligned(
-            static_yaw, traffic_heading(static_xy, flow_xy, flow_yaw, cfg.flow_distance_m)
+        flow = traffic_heading(
+            static_xy, flow_xy, flow_yaw, cfg.flow_distance_m, static_yaw, size[:, [1, 0]] / 2
         )
+        static_yaw = _aligned(static_yaw, flow)
     if features is not None and cfg.static_heading_from_cabin:
         from autolabel.refine import classify
 
         side = classify.cabin_side(
-            table, evidence, evidence_row, static_xy, static_yaw, 0.8, cfg.cabin_min_offset_m
+            table,
+            evidence,
+            evidence_row,
+            static_xy,
+            static_yaw,
+            0.8,
+            cfg.cabin_min_offset_m,
+            cfg.cabin_max_roof_span,
         )
         turn = static & np.isin(label, CABIN_CLASSES) & (side > 0)
         static_yaw = np.where(turn, wrap_angle(static_yaw + np.pi), static_yaw)
     yaw = np.where(static_row, static_yaw[t_of_row], yaw)
 
-    # Size: one per track; the bottom stays on the detected ground.
-    size = group_quantile(
-        t_of_row[obs_rows], rows.size_wlh_m[obs_rows], n_tracks, cfg.size_quantile
-    )
+    # The bottom stays on the detected ground.
     bottom = rows.center_m[:, 2] - rows.size_wlh_m[:, 2] / 2
     bottom = _interpolate_rows(obs, bottom)
     if np.any(static):
         static_bottom = group_quantile(t_of_row[obs_rows], bottom[obs_rows], n_tracks, 0.5)
         bottom = np.where(static_row, static_bottom[t_of_row], bottom)
+    if np.any(to_car):
+        size, center_xy = _shrink_to_near_faces(
+            table, to_car, static, size, center_xy, yaw, ego_xy_yaw
+        )
     size_row = size[t_of_row]
     center = np.column_stack([center_xy, bottom + size_row[:, 2] / 2])
 
