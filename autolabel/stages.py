@@ -792,6 +792,7 @@ def region_rows(
 
 def marks_stage(ctx: StageContext) -> StageResult:
     """Region ids per QA keyframe and Set-of-Mark images -> ``marks/``."""
+    from autolabel.qa.appearance import RegionColours, measure_region_colours
     from autolabel.qa.sampling import deduplicate_keyframes, select_keyframes
     from autolabel.set_of_mark import assign_region_ids, render_marks, write_marked_images
 
@@ -812,6 +813,12 @@ def marks_stage(ctx: StageContext) -> StageResult:
     )
     ctx.results["windows"] = windows
     ctx.results["region_ids"] = region_ids
+    # QA measures colours under the keyframe masks in these very images: measured here while
+    # each keyframe's images are decoded, so the qa stage reads no image (one keyframe's images
+    # held at a time).
+    regions = keyframe_regions(ctx)
+    regions_at = {kr.keyframe_index: kr for kr in regions}
+    colours = {}
     written: list[str] = []
     regions_doc = []
     for k in windows.keyframe:
@@ -819,10 +826,11 @@ def marks_stage(ctx: StageContext) -> StageResult:
         at_k = rr["at_keyframe"] & (rr["keyframe"] == k)
         marked = rr["view"][at_k]
         rid = region_ids.row_region_id[at_k]
-        images = {}
+        images, originals = {}, {}
         for c, channel in enumerate(views.channels):
             width_px, height_px = (int(v) for v in views.image_size_px[c])
             bgr = read_image_bgr(frame.cameras[channel].path, width_px, height_px)
+            originals[channel] = bgr
             sel = views.camera[marked] == c
             images[channel] = render_marks(
                 bgr,
@@ -840,6 +848,14 @@ def marks_stage(ctx: StageContext) -> StageResult:
         )
         written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
         regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))
+        if int(k) in regions_at:
+            colours[int(k)] = measure_region_colours(
+                [regions_at[int(k)]], _keyframe_image_reader(ctx, int(k), originals)
+            )
+    ctx.results["keyframe_regions"] = regions
+    ctx.results["region_colours"] = RegionColours.concatenate(
+        [colours[kr.keyframe_index] for kr in regions if kr.keyframe_index in colours]
+    )
     atomic_write_json(ctx.clip_dir / REGIONS_FILE, {"keyframes": regions_doc}, indent=1)
     written.append(REGIONS_FILE)
     counts = {
@@ -848,6 +864,23 @@ def marks_stage(ctx: StageContext) -> StageResult:
         "images": len(windows.keyframe) * len(views.channels),
     }
     return counts, written
+
+
+def _keyframe_image_reader(ctx: StageContext, k: int, bgr_by_channel: dict[str, np.ndarray]):
+    """``read_image(camera, frame)`` of keyframe ``k``: an RGB view of the decoded BGR pixels
+    (the file is read only for a camera or frame not given)."""
+    views: CameraViews = ctx.results["views"]
+
+    def read_image(camera: str, frame: int) -> np.ndarray:
+        if frame == k and camera in bgr_by_channel:
+            return bgr_by_channel[camera][:, :, ::-1]
+        c = list(views.channels).index(camera)
+        width_px, height_px = (int(v) for v in views.image_size_px[c])
+        path = ctx.clip.frames[frame].cameras[camera].path
+        # An RGB view of the BGR pixels: only the pixels under masks are read from it.
+        return read_image_bgr(path, width_px, height_px)[:, :, ::-1]
+
+    return read_image
 
 
 def _regions_entry(frame, k: int, region_ids, views: CameraViews, rr, attrs) -> dict[str, Any]:
@@ -943,18 +976,14 @@ def qa_stage(ctx: StageContext) -> StageResult:
 
     attrs = ctx.results["attributes"]
     templates = ctx.models.templates()
-    regions = keyframe_regions(ctx)
-    views: CameraViews = ctx.results["views"]
-    size_px = {ch: views.image_size_px[c] for c, ch in enumerate(views.channels)}
-
-    def read_image(camera: str, frame: int) -> np.ndarray:
-        width_px, height_px = (int(v) for v in size_px[camera])
-        path = ctx.clip.frames[frame].cameras[camera].path
-        # An RGB view of the BGR pixels: only the pixels under masks are read from it.
-        return read_image_bgr(path, width_px, height_px)[:, :, ::-1]
-
-    # Colours are measured under the keyframe masks in the images (colour questions, captions).
-    colours = measure_region_colours(regions, read_image)
+    # Colours are measured under the keyframe masks in the images (colour questions, captions):
+    # by the marks stage, which has them decoded; here only when it has not.
+    regions = ctx.results.get("keyframe_regions")
+    if regions is None:
+        regions = keyframe_regions(ctx)
+    colours = ctx.results.get("region_colours")
+    if colours is None:
+        colours = measure_region_colours(regions, _keyframe_image_reader(ctx, -1, {}))
     evidence = view_evidence(ctx)
     records = generate_clip_qa(
         attrs, regions, ClipQAMeta.from_clip(ctx.clip), ctx.config.qa, templates, colours, evidence

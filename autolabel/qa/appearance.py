@@ -53,6 +53,20 @@ class RegionColours:
             np.zeros(0, np.int64),
         )
 
+    @classmethod
+    def concatenate(cls, parts: Sequence[RegionColours]) -> RegionColours:
+        """The views of ``parts`` one after another (as one ``measure_region_colours`` call over
+        their regions in that order would give)."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty()
+        return cls(
+            *(
+                np.concatenate([getattr(p, name) for p in parts])
+                for name in ("keyframe", "track_id", "camera", "lab", "pixels")
+            )
+        )
+
     def table(
         self, keyframe: np.ndarray, track_id: np.ndarray, channels: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray]:

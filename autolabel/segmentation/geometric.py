@@ -243,9 +243,12 @@ class GeometricSegmenter:
         scale = min(1.0, cfg.working_max_side_px / max(roi_w, roi_h))
         work = (max(2, int(round(roi_w * scale))), max(2, int(round(roi_h * scale))))
         geometric = mask[v0:v1, u0:u1]
-        # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR.
-        crop_bgr = np.ascontiguousarray(image_rgb[v0:v1, u0:u1, ::-1])
-        crop = cv2.resize(crop_bgr, work, interpolation=cv2.INTER_AREA)
+        # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR. The
+        # channels are flipped after shrinking (resizing works per channel, so the pixels are
+        # the same): copying the full-resolution crop cost more than the resize.
+        crop = np.ascontiguousarray(
+            cv2.resize(image_rgb[v0:v1, u0:u1], work, interpolation=cv2.INTER_AREA)[:, :, ::-1]
+        )
         prior = cv2.resize(geometric.astype(np.uint8), work, interpolation=cv2.INTER_NEAREST)
         label = np.where(prior > 0, cv2.GC_PR_FGD, cv2.GC_BGD).astype(np.uint8)
         if not (label == cv2.GC_BGD).any():

@@ -291,10 +291,12 @@ class LidarSeededSegmenter:
         work_w, work_h = max(2, int(round(roi_w * scale))), max(2, int(round(roi_h * scale)))
         sx, sy = work_w / roi_w, work_h / roi_h
         # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR
-        # (flipped on the crop: resizing works per channel, so the order does not matter there).
-        crop = np.ascontiguousarray(image_rgb[v0:v1, u0:u1, ::-1])
+        # (flipped after shrinking: resizing works per channel, so the pixels are the same, and
+        # copying the full-resolution crop cost more than the resize).
+        crop = image_rgb[v0:v1, u0:u1]
         if (work_w, work_h) != (roi_w, roi_h):
             crop = cv2.resize(crop, (work_w, work_h), interpolation=cv2.INTER_AREA)
+        crop = np.ascontiguousarray(crop[:, :, ::-1])
 
         # Box and seeds in working pixels (pixel (c, r) covers [c, c+1) x [r, r+1)).
         bu0 = int(np.clip(np.floor((box[0] - u0) * sx), 0, work_w - 1))
