@@ -404,8 +404,7 @@ def size_cost(
     typical = TYPICAL_SIZE_WLH_M
 
     def term(obs, typ, over_tol, under_tol):
-        obs = obs if obs.ndim == 2 else obs[:, None]
-        r = stable_math.log(np.maximum(obs, 1e-3) / typ[None, :])
+        r = stable_math.log(np.maximum(obs[:, None], 1e-3) / typ[None, :])
         return np.where(r > 0, r / over_tol, r / under_tol) ** 2
 
     # A face is seen alone when one side is thin and the other clearly is not (a pole is thin
