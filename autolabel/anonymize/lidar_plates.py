@@ -47,6 +47,12 @@ class LidarPlateConfig:
             spacing near the horizon).
         margin_m: further growth on each side of the bound (a return's range error, plate frames
             that reflect less than the plate).
+        lateral_from_returns: where the bright returns span at least the narrowest plate's width
+            (less one beam spacing on both sides), the plate's sides are taken to lie within the growth
+            of the outermost returns, not one plate width beyond them: a spinning LiDAR's beams
+            sweep across the whole plate, and a retro-reflective plate returns bright from edge
+            to edge, so returns that span a plate's width have found both of its sides.
+            Narrower returns (a plate partly seen, one return) keep the plate-size bound.
     """
 
     enabled: bool = True
@@ -54,6 +60,7 @@ class LidarPlateConfig:
     face_depth_m: float = 0.3
     range_spread_rad: float = 0.0035
     margin_m: float = 0.05
+    lateral_from_returns: bool = False
 
     def __post_init__(self) -> None:
         for name in ("min_intensity", "face_depth_m", "range_spread_rad", "margin_m"):
@@ -102,6 +109,7 @@ def plate_anchors(
     height = pts[None, :, 2] - (boxes.center_m[:, 2:3] - 0.5 * boxes.size_wlh_m[:, 2:3])
     half_len = 0.5 * boxes.size_wlh_m[:, 1:2]
     plate_w, plate_h = geometric.plate_envelope_m
+    plate_min_w = float(np.min(np.asarray(geometric.plate_sizes_m)[:, 0]))
     band_half_width = np.minimum(0.5 * plate_w, 0.4 * boxes.size_wlh_m[:, 0]) + half_len[
         :, 0
     ] * np.sin(np.radians(geometric.yaw_sigma_deg))
@@ -131,10 +139,15 @@ def plate_anchors(
         one_plate = (
             found & (y_hi - y_lo <= plate_w + 2 * grow) & (z_hi - z_lo <= plate_h + 2 * grow)
         )
+        lat_lo, lat_hi = y_hi - plate_w - grow, y_lo + plate_w + grow
+        if config.lateral_from_returns:
+            spans = found & (y_hi - y_lo >= plate_min_w - 2 * spread)
+            lat_lo = np.where(spans, np.maximum(lat_lo, y_lo - grow), lat_lo)
+            lat_hi = np.where(spans, np.minimum(lat_hi, y_hi + grow), lat_hi)
         bound = np.stack(
             [
-                y_hi - plate_w - grow,
-                y_lo + plate_w + grow,
+                lat_lo,
+                lat_hi,
                 z_hi - plate_h - grow,
                 z_lo + plate_h + grow,
                 # The plate is a plane: its depth is where its returns are, give or take
