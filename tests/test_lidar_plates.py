@@ -47,13 +47,38 @@ def test_bright_returns_on_the_rear_face_bound_the_plate(yaw):
     )
     intensity = np.array([255.0, 250.0, 255.0, 40.0, 230.0])
     sensor = _in_global(yaw, [-10.0], [0.0], [0.75])[0]
-    anchors = plate_anchors(_car(yaw), points, intensity, sensor, GEO, LIDAR)
+    # The plate-size bound (the returns' lateral spread is not trusted to reach the plate's sides).
+    plate_size = LidarPlateConfig(lateral_from_returns=False)
+    anchors = plate_anchors(_car(yaw), points, intensity, sensor, GEO, plate_size)
     assert anchors.shape == (1, 2, 6)
     assert np.isnan(anchors[0, 0]).all()  # no bright return on the front
     # Depth: the returns lie 2.25 - 2.05 = 0.2 m behind the rear face, -+ the 0.05 m margin.
     expected = [0.1 - 0.52 - GROW, -0.1 + 0.52 + GROW, 0.95 - 0.15 - GROW, 0.90 + 0.15 + GROW]
     expected += [0.2 - 0.05, 0.2 + 0.05]
     assert np.allclose(anchors[0, 1], expected)
+
+
+def test_returns_across_a_plate_bound_its_sides_within_a_firing_spacing():
+    # One ring's bright returns across the rear plate, 0.05 m apart (the firing spacing at this
+    # range, above the configured 0.0035 * 10 = 0.035 m), lateral -0.15 .. 0.15, 0.9 m high.
+    lateral = np.linspace(-0.15, 0.15, 7)
+    points = _in_global(0.0, np.full(7, -2.1), lateral, np.full(7, 0.9))
+    bright = np.full(7, 255.0)
+    anchors = plate_anchors(_car(0.0), points, bright, [-10, 0, 0.75], GEO, LIDAR)
+    # They span 0.3 m >= the US plate's 0.31 m less a spacing each side: the sides lie within
+    # 1.5 spacings and the 0.05 m margin of the outermost returns: 0.15 + 0.075 + 0.05.
+    assert np.allclose(anchors[0, 1, :2], [-0.275, 0.275])
+    # Height keeps the plate-size bound: 0.9 -+ (0.15 + GROW) about the single ring.
+    assert np.allclose(anchors[0, 1, 2:4], [0.9 - 0.15 - GROW, 0.9 + 0.15 + GROW])
+    # Two returns 0.04 m apart span less than a plate: one plate width (0.52) and GROW beyond.
+    narrow = _in_global(0.0, [-2.1, -2.1], [-0.02, 0.02], [0.9, 0.9])
+    anchors = plate_anchors(_car(0.0), narrow, bright[:2], [-10, 0, 0.75], GEO, LIDAR)
+    assert np.allclose(anchors[0, 1, :2], [0.02 - 0.52 - GROW, -0.02 + 0.52 + GROW])
+    # Two returns 0.3 m apart and nothing between: the spacing measured is 0.3 m, 1.5 of it
+    # reaches past the plate-size bound, which holds (the bound never widens).
+    sparse = _in_global(0.0, [-2.1, -2.1], [-0.15, 0.15], [0.9, 0.9])
+    anchors = plate_anchors(_car(0.0), sparse, bright[:2], [-10, 0, 0.75], GEO, LIDAR)
+    assert np.allclose(anchors[0, 1, :2], [0.15 - 0.52 - GROW, -0.15 + 0.52 + GROW])
 
 
 def test_returns_spread_beyond_a_plate_leave_the_band():
