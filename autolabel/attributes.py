@@ -232,18 +232,31 @@ class ObjectAttributes:
         """(N,) detection class names."""
         return np.asarray(DETECTION_CLASSES, dtype=object)[self.label]
 
+    def _row_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted track ids and each row's (frame, track rank) key of ``row_of``, kept on the
+        instance while its ``frame_index`` and ``track_id`` are the same arrays (QA looks rows
+        up a thousand times per clip, on the attributes and their perturbed copies)."""
+        cached = self.__dict__.get("_row_keys_cache")
+        if cached is not None and cached[0] is self.frame_index and cached[1] is self.track_id:
+            return cached[2], cached[3]
+        uniq = np.unique(self.track_id)
+        # Rows are sorted by (frame, track id), so (frame, rank of track id) is a sorted key.
+        keys = self.frame_index.astype(np.int64) * (len(uniq) + 1) + np.searchsorted(
+            uniq, self.track_id
+        )
+        self.__dict__["_row_keys_cache"] = (self.frame_index, self.track_id, uniq, keys)
+        return uniq, keys
+
     def row_of(self, frame_index: np.ndarray, track_id: np.ndarray) -> np.ndarray:
         """Row index of each (frame_index, track_id) pair, arrays of equal shape; -1 where absent."""
         fi = np.asarray(frame_index, dtype=np.int64)
         tid = np.asarray(track_id, dtype=np.int64)
         if fi.shape != tid.shape:
             raise ValueError(f"frame_index {fi.shape} and track_id {tid.shape} differ in shape")
-        uniq = np.unique(self.track_id)
+        uniq, keys = self._row_keys()
         if len(uniq) == 0:
             return np.full(fi.shape, -1, dtype=np.int64)
-        # Rows are sorted by (frame, track id), so (frame, rank of track id) is a sorted key.
         stride = len(uniq) + 1
-        keys = self.frame_index.astype(np.int64) * stride + np.searchsorted(uniq, self.track_id)
         rank = np.searchsorted(uniq, tid)
         known = uniq[np.minimum(rank, len(uniq) - 1)] == tid
         query = fi * stride + rank

@@ -26,6 +26,7 @@ import numpy as np
 
 from autolabel.atomic_io import atomic_write_bytes
 from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array, rle_crops
+from autolabel.png import encode_png_bgr
 from calib.projection import clip_boxes_2d
 
 #: Stitched layout of the six nuScenes cameras: front row, back row.
@@ -593,8 +594,12 @@ def stitch_six(
 
 
 def encode_png(image_bgr: np.ndarray) -> bytes:
-    """PNG bytes of a BGR image (deterministic for equal pixels)."""
-    ok, buf = cv2.imencode(".png", np.ascontiguousarray(image_bgr))
+    """PNG bytes of a BGR image (deterministic for equal pixels): colour images by the fast
+    encoder of :mod:`autolabel.png`, others (grey, 16-bit, alpha) by OpenCV."""
+    img = np.asarray(image_bgr)
+    if img.ndim == 3 and img.shape[2] == 3 and img.dtype == np.uint8 and 0 not in img.shape:
+        return encode_png_bgr(img)
+    ok, buf = cv2.imencode(".png", np.ascontiguousarray(img))
     if not ok:
         raise ValueError(f"could not encode a {np.shape(image_bgr)} image as PNG")
     return buf.tobytes()

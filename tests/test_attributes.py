@@ -3,6 +3,7 @@ future states (never extrapolated), pairwise relations and the Parquet file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -391,6 +392,13 @@ class TestRecord:
         np.testing.assert_array_equal(attrs.frame_index, [0, 0, 1, 1, 2, 2])
         np.testing.assert_array_equal(attrs.track_id, [5, 20] * 3)
         np.testing.assert_array_equal(attrs.row_of([1, 2, 2, 3], [20, 5, 7, 5]), [3, 4, -1, -1])
+        # The lookup keys kept on the instance follow its columns: other track ids (as a copy
+        # with new columns, or an attribute set anew) are looked up in their own rows.
+        renumbered = dataclasses.replace(attrs, track_id=np.array([5, 21] * 3))
+        np.testing.assert_array_equal(renumbered.row_of([1, 1, 2], [20, 21, 5]), [-1, 3, 4])
+        np.testing.assert_array_equal(attrs.row_of([1], [20]), [3])
+        attrs.track_id = np.array([6, 20] * 3)
+        np.testing.assert_array_equal(attrs.row_of([0, 2, 2], [5, 6, 20]), [-1, 4, 5])
 
     def test_parquet_round_trip_is_byte_identical(self, tmp_path):
         t, poses, _ = moving_clip(n_frames=9)

@@ -115,3 +115,21 @@ def test_colours_of_rendered_synthetic_objects():
     assert (px > 50).all()
     got, valid = name_colours(lab)
     assert list(got) == [o[2] for o in objects] and valid.all()
+
+
+def test_pixels_at_is_numpy_indexing_on_any_layout():
+    from autolabel.colour import _pixels_at
+
+    rng = np.random.default_rng(3)
+    bgr = rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    v, u = rng.integers(0, 30, 500).astype(np.int32), rng.integers(0, 40, 500).astype(np.int32)
+    # Contiguous, an RGB view of BGR pixels (the marks stage's), and a strided crop.
+    for image in (bgr, bgr[:, :, ::-1], bgr[::2, 5:, :]):
+        vv, uu = v % image.shape[0], u % image.shape[1]
+        got = _pixels_at(image, vv, uu)
+        assert got.shape == (500, 3) and np.array_equal(got, image[vv, uu])
+    with pytest.raises(IndexError, match="outside"):
+        _pixels_at(bgr, np.array([30]), np.array([0]))
+    with pytest.raises(IndexError, match="outside"):
+        _pixels_at(bgr, np.array([0]), np.array([-1]))
+    assert _pixels_at(bgr, np.zeros(0, int), np.zeros(0, int)).shape == (0, 3)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from autolabel.qa import motion
-from autolabel.qa.dynamic import action_keys
+from autolabel.qa.dynamic import action_keys, crossing_counts
 from autolabel.qa.quantities import QUANTITIES, resolve_params
 from tests.dynamic_tracks import (
     TIME_S,
@@ -182,6 +182,19 @@ def test_crossing_count_and_stability():
     )
     res = ask(barely, "count_crossing", 3.0, [[]], {"groups": groups}, option=[0])
     assert not res.valid[0]
+    # Several keyframes in one call count as each alone. Windows [-2, +3] s: at 0.5 s (clipped
+    # to 0..3.5 s) the first pedestrian goes y 5 -> -2 and the car y -8 -> 6; at 3 s as above;
+    # at 12 s both are far to one side (y -15 and 32 on).
+    params = resolve_params(QUANTITIES["count_crossing"], {"groups": groups}, "count_crossing")
+    kfs = np.array([frame_at(0.5), frame_at(3.0), frame_at(12.0)])
+    counts, stable = crossing_counts(attrs, kfs, params)
+    assert counts.tolist() == [[1, 1], [1, 1], [0, 0]] and stable.all()
+    for k, kf in enumerate(kfs):
+        one_counts, one_stable = crossing_counts(attrs, kf[None], params)
+        assert one_counts.tolist() == [counts[k].tolist()]
+        assert one_stable.tolist() == [stable[k].tolist()]
+    empty_counts, empty_stable = crossing_counts(attrs, np.zeros(0, np.int64), params)
+    assert empty_counts.shape == empty_stable.shape == (0, 2)
 
 
 def test_passes_first():

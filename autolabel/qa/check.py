@@ -232,6 +232,8 @@ class _ClipChecker:
         self.min_mask_box_iou, self.min_projection_iou = min_mask_box_iou, min_projection_iou
         self.out: list[Mismatch] = []
         self._pending: list[tuple] = []
+        self._mask_boxes: dict[tuple, np.ndarray] = {}
+        self._rle_texts: dict[int, tuple[Any, str]] = {}
         self.channels = self._channel_order()
 
     def bad(self, rec: Mapping[str, Any] | None, field_: str, message: str) -> None:
@@ -333,13 +335,10 @@ class _ClipChecker:
                 where = f"regions[{i}].views[{j}]"
                 try:
                     box = np.asarray(v["box_px"], dtype=np.float64).reshape(1, 4)
-                    rle = dict(v["mask_rle"])
-                    rle_c = {"size": rle["size"], "counts": rle["counts"].encode("ascii")}
-                    mask_box = mask_utils.toBbox(rle_c).reshape(1, 4)
+                    mask_box = self._mask_box(dict(v["mask_rle"]))
                 except (KeyError, TypeError, ValueError, AttributeError) as e:
                     self.bad(rec, where, f"malformed view ({e})")
                     continue
-                mask_box[:, 2:] += mask_box[:, :2]
                 if v.get("frame_index") == kf and v.get("visible", True):
                     iou = float(box_iou_2d(box, mask_box)[0])
                     if iou < self.min_mask_box_iou:
@@ -351,6 +350,31 @@ class _ClipChecker:
                         )
                 if self.cameras is not None:
                     self._pending.append((rec, reg, v, box[0], where))
+
+    def _mask_box(self, rle: dict) -> np.ndarray:
+        """(1, 4) [u0, v0, u1, v1] bounding box of a COCO RLE (raises on a malformed one). The
+        records of a keyframe repeat the same views: each mask is measured once."""
+        counts, size = rle["counts"], rle["size"]
+        key = None
+        if isinstance(counts, str) and isinstance(size, list) and all(type(x) is int for x in size):
+            key = (counts, *size)
+            if key in self._mask_boxes:
+                return self._mask_boxes[key].copy()
+        mask_box = mask_utils.toBbox({"size": size, "counts": counts.encode("ascii")}).reshape(1, 4)
+        mask_box[:, 2:] += mask_box[:, :2]
+        if key is not None:
+            self._mask_boxes[key] = mask_box.copy()
+        return mask_box
+
+    def _rle_text(self, rle: Any) -> str:
+        """``json.dumps(rle, sort_keys=True)``, once per object: the records of a keyframe share
+        their view dicts when generated in this process (the object is held, so its id stays
+        its own while cached)."""
+        hit = self._rle_texts.get(id(rle))
+        if hit is None or hit[0] is not rle:
+            hit = (rle, json.dumps(rle, sort_keys=True))
+            self._rle_texts[id(rle)] = hit
+        return hit[1]
 
     def _projections(self) -> None:
         """Every pending view's box against its track's projected 3D box, per camera at once."""
@@ -421,7 +445,7 @@ class _ClipChecker:
                                 ("box and mask", kf, r_id, v.get("camera"), v.get("frame_index")),
                                 (
                                     tuple(v.get("box_px", ())),
-                                    json.dumps(v.get("mask_rle"), sort_keys=True),
+                                    self._rle_text(v.get("mask_rle")),
                                 ),
                             )
                         )
@@ -611,7 +635,7 @@ class _ClipChecker:
                     continue
                 box, rle = written
                 same_box = _same_box(box, v.get("box_px"))
-                if not same_box or rle != json.dumps(v.get("mask_rle"), sort_keys=True):
+                if not same_box or rle != self._rle_text(v.get("mask_rle")):
                     self.bad(
                         rec,
                         f"{where}.views[{j}]",
@@ -784,6 +808,9 @@ class _ClipChecker:
         )
         name = qt.quantity.name
         _, parts = self.evidence.of(q.rows, name in MOTION_QUANTITIES, name in HEADING_QUANTITIES)
+        # Rounded as records store them, once per batch (not once per record and region).
+        margin = rounded(margin)
+        parts = {k: rounded(p) for k, p in parts.items()}
         for i, (rec, _) in enumerate(batch):
             if not usable[i]:
                 continue
@@ -791,7 +818,7 @@ class _ClipChecker:
             if not isinstance(stored, (int, float)) or not 0.0 <= stored <= 1.0:
                 self.bad(rec, "confidence", f"expected a number in [0, 1], got {stored!r}")
                 continue
-            lowest = float(rounded(margin[i]))
+            lowest = float(margin[i])
             if not _close(rec.get("answer_margin"), lowest):
                 self.bad(rec, "answer_margin", f"{rec.get('answer_margin')!r} != {lowest}")
             for j, reg in enumerate(rec["regions"]):
@@ -801,7 +828,7 @@ class _ClipChecker:
                     continue
                 for name, value in evidence.items():
                     if name in parts:
-                        want = float(rounded(parts[name][i, j]))
+                        want = float(parts[name][i, j])
                         if not _close(value, want):
                             self.bad(rec, f"regions[{j}].evidence.{name}", f"{value!r} != {want}")
                     if isinstance(value, (int, float)):

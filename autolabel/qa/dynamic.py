@@ -363,30 +363,34 @@ def crossing_counts(
     offsets = motion.sample_offsets(p["window_start_s"], p["window_end_s"])
     frames, times = motion.clip_frame_times(attrs)
     time_s = np.asarray(attrs.time_s, dtype=np.float64)
-    counts = np.zeros((len(keyframes), len(member)), np.int64)
-    stable = np.ones((len(keyframes), len(member)), bool)
+    kfs = np.asarray(keyframes, dtype=np.int64).reshape(-1)
+    n_k, n_g = len(kfs), len(member)
+    if n_k == 0:
+        return np.zeros((n_k, n_g), np.int64), np.ones((n_k, n_g), bool)
+    # Every keyframe at once: the (keyframe, track) pairs with a row in the keyframe's window,
+    # each with its first row there (rows are in (frame, track) order), as one set of windows.
+    t0 = times[np.searchsorted(frames, kfs)]
+    lo = t0 + offsets[0] - motion.WINDOW_TOLERANCE_S - 1e-9
+    hi = t0 + offsets[-1] + motion.WINDOW_TOLERANCE_S + 1e-9
+    k_of, row = np.nonzero((time_s[None, :] >= lo[:, None]) & (time_s[None, :] <= hi[:, None]))
+    track = np.asarray(attrs.track_id, dtype=np.int64)[row]
+    order = np.lexsort((row, track, k_of))
+    k_of, row, track = k_of[order], row[order], track[order]
+    first = np.ones(len(k_of), bool)
+    first[1:] = (k_of[1:] != k_of[:-1]) | (track[1:] != track[:-1])
+    k_of, row, track = k_of[first], row[first], track[first]
+    labels = np.asarray(attrs.label, dtype=np.int64)[row]
+    win = motion.track_window(attrs, kfs[k_of], track, offsets[0], offsets[-1])
+    x, y = win.column(attrs, "x_ego_m"), win.column(attrs, "y_ego_m")
     s, d = p["side_min_m"], p["stability_m"]
     a = p["ahead_max_m"]
-    for k, kf in enumerate(np.asarray(keyframes, dtype=np.int64)):
-        t0 = times[np.searchsorted(frames, kf)]
-        lo = t0 + offsets[0] - motion.WINDOW_TOLERANCE_S - 1e-9
-        hi = t0 + offsets[-1] + motion.WINDOW_TOLERANCE_S + 1e-9
-        in_win = (time_s >= lo) & (time_s <= hi)
-        tracks, first = np.unique(np.asarray(attrs.track_id)[in_win], return_index=True)
-        if len(tracks) == 0:
-            continue
-        labels = np.asarray(attrs.label, dtype=np.int64)[np.flatnonzero(in_win)[first]]
-        win = motion.track_window(attrs, np.full(len(tracks), kf), tracks, offsets[0], offsets[-1])
-        x, y = win.column(attrs, "x_ego_m"), win.column(attrs, "y_ego_m")
-        flags = [
-            motion.crossings(x, y, side, ahead)
-            for side, ahead in ((s, a), (s - d, a + d), (s + d, a - d))
-        ]
-        in_group = member[:, labels]  # (G, T)
-        per = np.stack([in_group @ f.astype(np.int64) for f in flags])  # (3, G)
-        counts[k] = per[0]
-        stable[k] = np.all(per == per[0], axis=0)
-    return counts, stable
+    per = np.zeros((3, n_k, n_g), np.int64)
+    for v, (side, ahead) in enumerate(((s, a), (s - d, a + d), (s + d, a - d))):
+        crossed = motion.crossings(x, y, side, ahead)
+        for g in range(n_g):
+            hit = crossed & member[g, labels]
+            per[v, :, g] = np.bincount(k_of[hit], minlength=n_k)
+    return per[0], np.all(per == per[0], axis=0)
 
 
 @quantity(

@@ -209,6 +209,7 @@ class _ClipGenerator:
         self._perturbed: list[ObjectAttributes] | None = None
         # Per type: (N,) confidence, (N,) answer margin (NaN: not needed), (N, k) region parts.
         self.confidence: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
+        self._stored: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
         self.windows: KeyframeWindows = deduplicate_keyframes(
             select_keyframes(meta.frame_time_s, config), meta.ego_pose, config
         )
@@ -260,6 +261,13 @@ class _ClipGenerator:
             res = qt.quantity(q)
             out[qt.id] = (cands, res)
             self.confidence[qt.id] = self._confidence(qt, cands, res, lab)
+            # Rounded as records store them, once per type (not once per record and region).
+            conf, margin, parts = self.confidence[qt.id]
+            self._stored[qt.id] = (
+                rounded(conf),
+                rounded(margin),
+                {k: rounded(p) for k, p in parts.items()},
+            )
         return out
 
     def perturbed(self) -> list[ObjectAttributes]:
@@ -464,7 +472,7 @@ class _ClipGenerator:
             frames = context + (future if self.config.grounding_frames == "context+future" else [])
         frame_set = set(frames)
         colours = self._colours.get(qt.id)
-        conf, margin, parts = self.confidence[qt.id]
+        conf, margin, parts = self._stored[qt.id]
         regions = []
         for j, (role, g) in enumerate(zip(ROLES, cands.regions[i], strict=False)):
             if g < 0:
@@ -485,7 +493,7 @@ class _ClipGenerator:
             }
             if colours is not None:
                 entry["colour_lab"] = stored_lab(colours[i, j])
-            entry["evidence"] = {name: float(rounded(p[i, j])) for name, p in parts.items()}
+            entry["evidence"] = {name: float(p[i, j]) for name, p in parts.items()}
             regions.append(entry)
         rec_id = f"{self.meta.clip}-k{kf:03d}-{seq[0]:04d}"
         seq[0] += 1
@@ -520,8 +528,8 @@ class _ClipGenerator:
             "template_variant": variant,
             "params": params,
             "regions": regions,
-            "confidence": float(rounded(conf[i])),
-            "answer_margin": float(rounded(margin[i])),
+            "confidence": float(conf[i]),
+            "answer_margin": float(margin[i]),
         }
 
 
