@@ -219,8 +219,23 @@ def test_get_segmenter_names_and_config_keys():
         get_segmenter("lidar", {"working_side": 32})
     with pytest.raises(ValueError, match="grabcut_iterations"):
         LidarSeededConfig(grabcut_iterations=0)
+    with pytest.raises(ValueError, match="boxcut_max_side_px"):
+        LidarSeededConfig(boxcut_max_side_px=8)
     segmenter = get_segmenter("lidar", {"working_max_side_px": 48})
     assert segmenter.config.working_max_side_px == 48
+
+
+def test_lidar_seeded_boxcut_on_a_coarser_grid_finds_the_object():
+    # A 60 x 40 px red rectangle on grey, its box one pixel larger all round, in a 96 x 72 crop:
+    # the seed-free cut on a 32 px grid, scaled back, must cover the rectangle (IoU by hand).
+    crop = np.full((72, 96, 3), 128, np.uint8)
+    crop[16:56, 18:78] = (0, 0, 220)
+    truth = np.zeros((72, 96), bool)
+    truth[16:56, 18:78] = True
+    segmenter = LidarSeededSegmenter(LidarSeededConfig(boxcut_max_side_px=32))
+    cut = segmenter._boxcut(crop, (17, 15, 79, 57))
+    assert cut.shape == truth.shape and cut.dtype == np.bool_
+    assert np.count_nonzero(cut & truth) / np.count_nonzero(cut | truth) > 0.9
 
 
 # --- RLE ---------------------------------------------------------------------------------------

@@ -243,13 +243,19 @@ class GeometricSegmenter:
         scale = min(1.0, cfg.working_max_side_px / max(roi_w, roi_h))
         work = (max(2, int(round(roi_w * scale))), max(2, int(round(roi_h * scale))))
         geometric = mask[v0:v1, u0:u1]
+        # The masks are column-major (for COCO RLE): the full-resolution mask work runs on the
+        # transpose, which is contiguous there (nearest-neighbour resizing maps each axis on its
+        # own, so resizing the transpose gives the transposed result, pixel for pixel).
+        geometric_t = geometric.T
         # GrabCut's colour models are only defined up to channel order; keep OpenCV's BGR. The
         # channels are flipped after shrinking (resizing works per channel, so the pixels are
         # the same): copying the full-resolution crop cost more than the resize.
         crop = np.ascontiguousarray(
             cv2.resize(image_rgb[v0:v1, u0:u1], work, interpolation=cv2.INTER_AREA)[:, :, ::-1]
         )
-        prior = cv2.resize(geometric.astype(np.uint8), work, interpolation=cv2.INTER_NEAREST)
+        prior = np.ascontiguousarray(
+            cv2.resize(geometric_t.view(np.uint8), work[::-1], interpolation=cv2.INTER_NEAREST).T
+        )
         label = np.where(prior > 0, cv2.GC_PR_FGD, cv2.GC_BGD).astype(np.uint8)
         if not (label == cv2.GC_BGD).any():
             return  # the object fills the crop: no background to learn from
@@ -277,9 +283,9 @@ class GeometricSegmenter:
             )
         except cv2.error:
             return  # too few pixels of one kind for a colour model: keep the geometric mask
-        cut = ((label == cv2.GC_FGD) | (label == cv2.GC_PR_FGD)).astype(np.uint8)
-        cut = cv2.resize(cut, (roi_w, roi_h), interpolation=cv2.INTER_NEAREST).view(bool)
-        refined = geometric & cut
+        cut = np.ascontiguousarray(((label == cv2.GC_FGD) | (label == cv2.GC_PR_FGD)).T, np.uint8)
+        cut = cv2.resize(cut, (roi_h, roi_w), interpolation=cv2.INTER_NEAREST).view(bool)
+        refined = geometric_t & cut
         kept = np.count_nonzero(refined)
-        if kept >= (1.0 - cfg.max_trim_share) * np.count_nonzero(geometric):
-            mask[v0:v1, u0:u1] = refined
+        if kept >= (1.0 - cfg.max_trim_share) * np.count_nonzero(geometric_t):
+            geometric_t[...] = refined
