@@ -40,6 +40,13 @@ class RefineConfig:
         cabin_max_roof_span: ... only where the roof returns span at most this share of the
             length of the track's returns (a roof over nearly the whole length, as a van's or
             a merged cluster's, has no cabin to place).
+        join_fragments, join_gate_m, join_gate_rate_mps: join tracks that are fragments of one
+            object (``autolabel.refine.joining``): no keyframe in common, classes of one group,
+            and each one's observations within ``join_gate_m + join_gate_rate_mps * seconds
+            extrapolated`` of the other's trajectory; fragments seen fewer than
+            ``min_observations`` times join nothing.
+        pose_from_own_class: a joined track's size and static centre come from its boxes of
+            its voted class where it has some (of all its boxes otherwise).
         size_quantile: each size dimension of a track is this quantile of its boxes' (the
             detector sees only the near faces, so most views are too small).
         use_points: accumulate each track's LiDAR returns over the clip for its size, static
@@ -74,6 +81,10 @@ class RefineConfig:
     endpoint_observations: int = 3
     heading_from_motion_mps: float = 1.5
     size_quantile: float = 0.75
+    join_fragments: bool = True
+    pose_from_own_class: bool = True
+    join_gate_m: float = 1.5
+    join_gate_rate_mps: float = 0.5
     static_heading_from_flow: bool = True
     static_heading_from_cabin: bool = True
     cabin_min_offset_m: float = 0.2
@@ -102,7 +113,7 @@ class RefineConfig:
         for key in (
             "score_length_scale", "duplicate_distance_m", "position_sigma_m",
             "velocity_sigma_mps", "accel_psd", "static_max_displacement_m", "clutter_min_floor_m",
-            "canopy_min_gap_m", "canopy_min_body_m",
+            "canopy_min_gap_m", "canopy_min_body_m", "join_gate_m",
         ):  # fmt: skip
             if not getattr(self, key) > 0:
                 raise ValueError(f"{key}: must be > 0, got {getattr(self, key)!r}")
@@ -118,7 +129,7 @@ class RefineConfig:
             raise ValueError(
                 f"duplicate_min_shared: must be in (0, 1], got {self.duplicate_min_shared}"
             )
-        for key in ("static_max_speed_mps", "heading_from_motion_mps"):
+        for key in ("static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps"):
             if not getattr(self, key) >= 0:
                 raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
         if not 0 < self.cabin_max_roof_span <= 1:

@@ -4,25 +4,28 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 
 1. duplicates: a track that follows another one's object under a runner-up class votes for
    that track's class and goes (:mod:`autolabel.refine.duplicates`);
-2. class: the score-weighted vote of its boxes (and its duplicates'), then the point evidence of
+2. fragments: tracks of one object split by the online tracker (no keyframe in common, classes
+   of one group, each where the other's trajectory puts it) are joined
+   (:mod:`autolabel.refine.joining`);
+3. class: the score-weighted vote of its boxes (and its duplicates'), then the point evidence of
    :mod:`autolabel.refine.classify` where LiDAR returns were gathered (a large-vehicle track
    with a car's roof becomes a car, of a car's size against its boxes' near faces); clutter
    (vegetation, facades, returns only high above the ground) and tracks seen fewer than
    ``min_observations`` times are removed;
-3. trajectory: a forward Kalman filter and a backward RTS pass over the span
+4. trajectory: a forward Kalman filter and a backward RTS pass over the span
    (:mod:`autolabel.refine.smoothing`), fusing the detector's velocity where it gives one, so
    centres and velocities are lag-free and keyframes missed inside the span are filled;
    nothing is added outside it;
-4. static or moving: slow and not displaced tracks are static: one centre (the median of its
+5. static or moving: slow and not displaced tracks are static: one centre (the median of its
    detections, or of its accumulated returns) and velocity zero;
-5. heading: a mover heads where it goes where it is fast enough; elsewhere the detector's
+6. heading: a mover heads where it goes where it is fast enough; elsewhere the detector's
    heading is turned by pi to agree with the nearest direction of travel; a static track has one
    heading (axial mean of its boxes', or of its accumulated returns' outline), pointed by the
    traffic beside it (not inside its own footprint) or by its cabin, so no box of a track is
    flipped against the others;
-6. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
+7. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
    returns), the box's bottom kept on the detected ground;
-7. score: the mean score of its boxes, times a term growing with how often it was seen.
+8. score: the mean score of its boxes, times a term growing with how often it was seen.
 
 Arrays throughout: the per-track work is grouped reductions and numba kernels over all rows.
 """
@@ -39,6 +42,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.refine.config import RefineConfig
 from autolabel.refine.duplicates import duplicate_of
+from autolabel.refine.joining import join_fragments
 from autolabel.refine.smoothing import smooth_tracks
 from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes
 from calib.rotation import wrap_angle
@@ -64,6 +68,7 @@ class RefineSummary:
     boxes_in: int
     boxes_out: int
     boxes_filled: int
+    joined: int = 0
 
     def counts(self) -> dict[str, int]:
         """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
@@ -303,6 +308,27 @@ def refine_tracks(
     kept_src = np.flatnonzero(~dup_box)
     kept_boxes = boxes[kept_src]
     kept_frame = frame_of[kept_src]
+    n_joined = 0
+    owner_id = uniq[root[col[dup_box]]]
+    joined_ids = np.empty(0, kept_boxes.track_id.dtype)
+    if cfg.join_fragments:
+        joined = join_fragments(
+            kept_boxes.track_id,
+            kept_frame,
+            times,
+            kept_boxes.center_m[:, :2],
+            kept_boxes.label,
+            cfg.join_gate_m,
+            cfg.join_gate_rate_mps,
+            cfg.endpoint_observations,
+            cfg.min_observations,
+        )
+        old_ids, first = np.unique(kept_boxes.track_id, return_index=True)
+        n_joined = len(old_ids) - len(np.unique(joined))
+        # Duplicates vote for the joined track of the one they followed.
+        owner_id = joined[first][np.searchsorted(old_ids, owner_id)]
+        joined_ids = np.unique(joined[joined != kept_boxes.track_id])
+        kept_boxes.track_id = joined
     table = build_track_table(kept_boxes, kept_frame)
     rows = table.boxes
     obs = table.observed
@@ -311,7 +337,7 @@ def refine_tracks(
     row_weight = np.where(obs, rows.score.astype(np.float64), 0.0)
 
     # Class: score-weighted vote, duplicates voting for the track they follow.
-    extra_track = np.searchsorted(table.track_id, uniq[root[col[dup_box]]])
+    extra_track = np.searchsorted(table.track_id, owner_id)
     label = track_classes(table, row_weight, extra_track, boxes.label[dup_box], score[dup_box])
     n_obs = table.per_track_count(obs)
     mean_score = table.per_track_sum(row_weight) / np.maximum(n_obs, 1)
@@ -339,6 +365,8 @@ def refine_tracks(
     ) | STATIC_CLASSES[label]
 
     keep = n_obs >= cfg.min_observations
+    voted = label.copy()
+    joined_track = np.isin(table.track_id, joined_ids)
     to_car = np.zeros(n_tracks, bool)
     too_short = int((~keep).sum())
     clutter = np.zeros(n_tracks, bool)
@@ -371,6 +399,14 @@ def refine_tracks(
 
     # Static tracks: one pose; velocity zero.
     obs_rows = np.flatnonzero(obs)
+    if cfg.pose_from_own_class and np.any(joined_track):
+        # A joined track's pose from its boxes of the voted class only: its fragments split
+        # where the detector changed class, and a size-based detector draws each class's box at
+        # that class's size (a car called a construction vehicle for a few keyframes gets a
+        # 6.4 m box there, centred off the car).
+        own = obs & ((rows.label == voted[t_of_row]) | ~joined_track[t_of_row])
+        has_own = table.per_track_count(own) > 0
+        obs_rows = np.flatnonzero(own | (obs & ~has_own[t_of_row]))
     static_xy = group_quantile(t_of_row[obs_rows], rows.center_m[obs_rows, :2], n_tracks, 0.5)
     static_row = static[t_of_row]
     center_xy = np.where(static_row[:, None], static_xy[t_of_row], center_xy)
@@ -462,6 +498,7 @@ def refine_tracks(
         boxes_in=len(boxes),
         boxes_out=len(out),
         boxes_filled=int((~obs[keep_row]).sum()),
+        joined=n_joined,
     )
     return refined, summary
 
