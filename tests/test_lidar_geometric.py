@@ -15,12 +15,14 @@ from calib.se3 import SE3
 from detectors.lidar_geometric import (
     LidarGeometricConfig,
     LidarGeometricDetector,
+    accept_joins,
     below_overhangs,
     cluster_labels,
     detect_boxes_ego,
     estimate_ground,
     fit_rectangles,
     ring_elevations_rad,
+    scan_neighbour_pairs,
     size_cost,
     supported_by_keyframe,
     top_headroom_m,
@@ -271,3 +273,103 @@ def test_a_low_top_is_excused_by_the_headroom_not_a_high_one():
     assert size_cost(*tall, np.array([0.9]))[0, barrier] == pytest.approx(
         size_cost(*tall)[0, barrier], rel=1e-12
     )
+
+
+def _polar(range_m, azimuth_deg, elevation_deg=0.0):
+    """(N, 3) sensor-frame points at horizontal ranges and azimuths on one elevation."""
+    range_m, az = np.asarray(range_m, dtype=np.float64), np.radians(azimuth_deg)
+    z = range_m * np.tan(np.radians(elevation_deg))
+    return np.column_stack(
+        [range_m * np.cos(az), range_m * np.sin(az), np.broadcast_to(z, az.shape)]
+    )
+
+
+def test_scan_neighbours_are_consecutive_firings_of_one_beam_within_the_grazing_gap():
+    # Beam at 0 degrees (a far car's side, a wall behind a gap, a point either side of the
+    # azimuth wrap) and a ground beam at -2 degrees, 20 returns 0.2 degrees apart at 20 m: the
+    # scanner's step is the median spacing, 0.2 degrees.
+    side = _polar([40.0, 41.2, 44.0, 44.0, 44.0], [0.0, 0.2, 0.4, 0.8, 1.0])
+    behind = _polar([30.0, 60.0, 30.0], [10.0, 10.2, 10.4])
+    wrap = _polar([20.0, 20.0], [179.9, -179.9])
+    ground = _polar(np.full(20, 20.0), 100.0 + 0.2 * np.arange(20), -2.0)
+    points = np.concatenate([side, behind, wrap, ground])
+    rings = np.radians([-2.0, 0.0])
+    pairs = scan_neighbour_pairs(points, rings, np.radians(5.0), 2.0)
+    # Allowed gap: near range * 0.2 degrees / sin(5 degrees), at most 2 m. Side: 40 -> 41.2 m is
+    # a 1.208 m gap (sqrt(1.2^2 + 40 * 41.2 * step^2)) under 40 * 0.0349 / 0.0872 = 1.602 m:
+    # joined; 41.2 -> 44 m is 2.80 m: not; 44 m at 0.4 -> 0.8 degrees skips a firing: not;
+    # 0.8 -> 1.0 degrees at 44 m is 0.154 m: joined. Behind: the 60 m return between the two
+    # 30 m ones separates them. Wrap: 179.9 -> -179.9 degrees is one step: joined. Ground: each
+    # to the next (0.070 m).
+    expected = {(0, 1), (3, 4), (8, 9)} | {(10 + k, 11 + k) for k in range(19)}
+    assert {tuple(p) for p in pairs.tolist()} == expected
+    step = np.radians(0.2)
+    gap = np.sqrt(1.2**2 + 2 * 40.0 * 41.2 * (1 - np.cos(step)))
+    assert gap == pytest.approx(1.2083, abs=1e-4) and 40 * step / np.sin(np.radians(5)) > gap
+    # A cap under that gap drops the side's first pair; no grazing angle, no pairs.
+    capped = scan_neighbour_pairs(points, rings, np.radians(5.0), 1.0)
+    assert {tuple(p) for p in capped.tolist()} == expected - {(0, 1)}
+    assert len(scan_neighbour_pairs(points, rings, 0.0, 2.0)) == 0
+
+
+def test_a_far_cars_grazing_side_is_one_car_and_a_parked_row_stays_apart(tmp_path):
+    # At 30 m in the next lane (7.6 degrees' grazing), a car's long side returns points 0.3
+    # degrees apart, up to 0.9 m: the grid splits it (a barrier and a bicycle), the beam joins it.
+    frame = make_frame(tmp_path, box_set([("car", 30.0, 4.0, 0.0, 1.9, 4.6, 1.6)]))
+    ego = frame.global_SE3_ego.inverse()
+    plain = LidarGeometricDetector().detect_frame(frame)  # scan links are off by default
+    assert "car" not in plain.class_name.tolist()
+    linked = LidarGeometricDetector(LidarGeometricConfig(scan_link_grazing_deg=5.0))
+    boxes = linked.detect_frame(frame).transform(ego, "ego", from_frame="global")
+    assert boxes.class_name.tolist() == ["car"]
+    np.testing.assert_allclose(boxes.center_m[0, :2], [30.0, 4.0], atol=0.1)
+    assert abs(wrap_angle(boxes.yaw_rad[0])) < np.deg2rad(3)
+    # Two cars parked nose to tail 1 m apart at 12.7-22.9 m: the near one's side and rear join
+    # into one car where the grid split them; the row does not join into one object (no box
+    # longer than a car; the far car, partly hidden, stays in pieces as without the links).
+    row = box_set([("car", 15.0, 4.0, 0.0, 1.9, 4.6, 1.6), ("car", 20.6, 4.0, 0.0, 1.9, 4.6, 1.6)])
+    frame = make_frame(tmp_path, row, token="row")
+    boxes = linked.detect_frame(frame).transform(ego, "ego", from_frame="global")
+    near = np.hypot(boxes.center_m[:, 0] - 15.0, boxes.center_m[:, 1] - 4.0) < 0.1
+    assert boxes.class_name[near].tolist() == ["car"]
+    assert abs(wrap_angle(boxes.yaw_rad[near][0])) < np.deg2rad(3)
+    assert boxes.size_wlh_m[:, 1].max() < 4.7
+    plain = LidarGeometricDetector().detect_frame(frame).transform(ego, "ego", from_frame="global")
+    assert not (np.hypot(plain.center_m[:, 0] - 15.0, plain.center_m[:, 1] - 4.0) < 0.1).any()
+
+
+def test_a_join_stands_only_where_it_makes_one_car():
+    # A 4.6 x 1.9 m car outline (side along y = 3 m, rear at x = 20 m), 1.5 m tall, split into
+    # two pieces at x = 22 m; a row of two 2.5 m barrier faces 0.5 m apart along y = -5 m, 1.0 m
+    # tall; two parked cars' sides 1 m apart along y = 8 m, 1.5 m tall. Each pair of pieces is
+    # joined by scan links.
+    side = np.column_stack([np.linspace(20.0, 24.6, 24), np.full(24, 3.0)])
+    rear = np.column_stack([np.full(10, 20.0), np.linspace(3.1, 4.9, 10)])
+    car = np.concatenate([side, rear])
+    row = np.column_stack(
+        [np.r_[np.linspace(10, 12.5, 10), np.linspace(13, 15.5, 10)], [-5.0] * 20]
+    )
+    parked = np.column_stack(
+        [np.r_[np.linspace(30, 34.6, 12), np.linspace(35.6, 40.2, 12)], [8.0] * 24]
+    )
+    parked = np.concatenate([parked, [[30.0, 8.9], [30.0, 9.8]]])
+    xy = np.concatenate([car, row, parked])
+    height = np.r_[np.full(len(car), 1.5), np.full(20, 1.0), np.full(26, 1.5)]
+    piece = np.r_[
+        np.where(car[:, 0] < 22.0, 0, 1), np.repeat([2, 3], 10), np.repeat([4, 5], 12), 4, 4
+    ]
+    joined = np.repeat([0, 1, 2], [len(car), 20, 26])
+    labels = accept_joins(xy, height, piece, joined, LidarGeometricConfig())
+    # The car's rectangle is its typical size (car cost 0.16, the next class, truck, 4.3): one
+    # cluster. The barrier row is best a car too (5.5 m long: (log(5.5 / 4.61) / 0.15)^2 = 1.4,
+    # its thin side free, height (log(1.0 / 1.72) / 0.35)^2 = 2.4) but a line, not half a car
+    # wide: its pieces stay apart. The parked pair (11.2 x 1.8 m) is best a bus, not a car.
+    assert len(set(labels[: len(car)].tolist())) == 1
+    # The other four pieces are four clusters, one each (labels and pieces pair one-to-one).
+    rest = slice(len(car), None)
+    pairs = set(zip(labels[rest].tolist(), piece[rest].tolist(), strict=True))
+    assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs}) == 4
+    assert len(set(labels.tolist())) == 5
+    # Without classes allowed to join, nothing is joined.
+    none = accept_joins(xy, height, piece, joined, LidarGeometricConfig(scan_link_classes=()))
+    np.testing.assert_array_equal(none, piece)
