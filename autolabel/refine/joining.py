@@ -116,6 +116,14 @@ def _direction_cost(
 
 
 @numba.njit(cache=True)
+def _share_a_keyframe(seen: np.ndarray, a: int, b: int) -> bool:
+    for f in range(seen.shape[1]):
+        if seen[a, f] and seen[b, f]:
+            return True
+    return False
+
+
+@numba.njit(cache=True)
 def _join(
     t: np.ndarray, xy: np.ndarray, start: np.ndarray, group: np.ndarray, frames: np.ndarray,
     n_end: int, gate_m: float, gate_rate_mps: float, min_observations: int,
@@ -137,12 +145,7 @@ def _join(
         for b in range(a + 1, n):
             if group[a] != group[b] or start[b + 1] - start[b] < min_observations:
                 continue
-            shared = False
-            for f in range(frames.shape[1]):
-                if frames[a, f] and frames[b, f]:
-                    shared = True
-                    break
-            if shared:
+            if _share_a_keyframe(frames, a, b):
                 continue
             na, nb = start[a + 1] - start[a], start[b + 1] - start[b]
             c_ab = _direction_cost(t, xy, start, v_start, v_end, a, b, gate_m, gate_rate_mps)
@@ -169,12 +172,7 @@ def _join(
             rb = root[rb]
         if ra == rb:
             continue
-        clash = False
-        for f in range(used.shape[1]):
-            if used[ra, f] and used[rb, f]:
-                clash = True
-                break
-        if clash:
+        if _share_a_keyframe(used, ra, rb):
             continue
         keep, gone = min(ra, rb), max(ra, rb)
         root[gone] = keep
