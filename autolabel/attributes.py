@@ -12,9 +12,10 @@ states) are read with index arithmetic, never with a Python loop over objects.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -232,20 +233,41 @@ class ObjectAttributes:
         """(N,) detection class names."""
         return np.asarray(DETECTION_CLASSES, dtype=object)[self.label]
 
+    def _derived(self, name: str, columns: tuple[str, ...], compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept on the instance while the named columns are the same arrays
+        (QA asks a thousand times per clip, on the attributes and their perturbed copies;
+        a column replaced by another array recomputes)."""
+        sources = tuple(getattr(self, c) for c in columns)
+        cached = self.__dict__.get(name)
+        if cached is not None and all(a is b for a, b in zip(cached[0], sources, strict=True)):
+            return cached[1]
+        value = compute()
+        self.__dict__[name] = (sources, value)
+        return value
+
     def _row_keys(self) -> tuple[np.ndarray, np.ndarray]:
-        """The sorted track ids and each row's (frame, track rank) key of ``row_of``, kept on the
-        instance while its ``frame_index`` and ``track_id`` are the same arrays (QA looks rows
-        up a thousand times per clip, on the attributes and their perturbed copies)."""
-        cached = self.__dict__.get("_row_keys_cache")
-        if cached is not None and cached[0] is self.frame_index and cached[1] is self.track_id:
-            return cached[2], cached[3]
-        uniq = np.unique(self.track_id)
-        # Rows are sorted by (frame, track id), so (frame, rank of track id) is a sorted key.
-        keys = self.frame_index.astype(np.int64) * (len(uniq) + 1) + np.searchsorted(
-            uniq, self.track_id
-        )
-        self.__dict__["_row_keys_cache"] = (self.frame_index, self.track_id, uniq, keys)
-        return uniq, keys
+        """The sorted track ids and each row's (frame, track rank) key of ``row_of``."""
+
+        def keys() -> tuple[np.ndarray, np.ndarray]:
+            uniq = np.unique(self.track_id)
+            # Rows are sorted by (frame, track id), so (frame, rank of track id) is a sorted key.
+            rank = np.searchsorted(uniq, self.track_id)
+            return uniq, self.frame_index.astype(np.int64) * (len(uniq) + 1) + rank
+
+        return self._derived("_row_keys_cache", ("frame_index", "track_id"), keys)
+
+    def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """(F,) frame indices that have rows and (F,) their times, seconds, sorted by frame
+        (read-only arrays)."""
+
+        def times() -> tuple[np.ndarray, np.ndarray]:
+            frames, first = np.unique(np.asarray(self.frame_index, np.int64), return_index=True)
+            at = np.asarray(self.time_s, dtype=np.float64)[first]
+            frames.setflags(write=False)
+            at.setflags(write=False)
+            return frames, at
+
+        return self._derived("_frame_times_cache", ("frame_index", "time_s"), times)
 
     def row_of(self, frame_index: np.ndarray, track_id: np.ndarray) -> np.ndarray:
         """Row index of each (frame_index, track_id) pair, arrays of equal shape; -1 where absent."""

@@ -550,8 +550,9 @@ def detect_boxes_ego(
         ego_SE3_lidar: the LiDAR's pose in the ego frame: with it (and ``scan_link_grazing_deg``),
             consecutive returns of one beam are linked (``scan_neighbour_pairs``).
     """
-    args = (points_ego, config, sensor_xy_m, time_lag_s, sensor_z_m, ego_SE3_lidar)
-    return _detect_clusters(*args)[0]
+    return _detect_clusters(points_ego, config, sensor_xy_m, time_lag_s, sensor_z_m, ego_SE3_lidar)[
+        0
+    ]
 
 
 _NO_CLUSTERS = np.zeros(0, dtype=np.int64)
@@ -777,6 +778,17 @@ def ring_elevations_rad(
     return np.radians(edges[bins] + 0.5 * bin_deg)
 
 
+def nearest_ring(elevation_rad: np.ndarray, rings_rad: np.ndarray) -> np.ndarray:
+    """(P,) index of the beam of (B,) ascending ``rings_rad`` nearest each elevation, radians."""
+    k = np.searchsorted(rings_rad, elevation_rad)
+    below = np.clip(k - 1, 0, len(rings_rad) - 1)
+    above = np.clip(k, 0, len(rings_rad) - 1)
+    nearer_below = np.abs(elevation_rad - rings_rad[below]) <= np.abs(
+        rings_rad[above] - elevation_rad
+    )
+    return np.where(nearer_below, below, above)
+
+
 def scan_neighbour_pairs(
     offset_sensor_m: np.ndarray,
     rings_rad: np.ndarray,
@@ -813,12 +825,7 @@ def scan_neighbour_pairs(
     horizontal = np.hypot(offset_sensor_m[:, 0], offset_sensor_m[:, 1])
     elevation = np.arctan2(offset_sensor_m[:, 2], horizontal)
     azimuth = np.arctan2(offset_sensor_m[:, 1], offset_sensor_m[:, 0])
-    k = np.searchsorted(rings_rad, elevation)
-    below = np.clip(k - 1, 0, len(rings_rad) - 1)
-    above = np.clip(k, 0, len(rings_rad) - 1)
-    ring = np.where(
-        np.abs(elevation - rings_rad[below]) <= np.abs(rings_rad[above] - elevation), below, above
-    )
+    ring = nearest_ring(elevation, rings_rad)
     order = np.lexsort((azimuth, ring))
     ring_sorted, azimuth_sorted = ring[order], azimuth[order]
     # Each ring's last return is followed by its first one a turn later.
@@ -862,12 +869,7 @@ def top_headroom_m(
     elevation = np.arctan2(offset[:, 2], range_m)
     if len(rings_rad) < 2:
         return np.full(len(range_m), np.inf)
-    k = np.searchsorted(rings_rad, elevation)
-    below = np.clip(k - 1, 0, len(rings_rad) - 1)
-    above = np.clip(k, 0, len(rings_rad) - 1)
-    ring = np.where(
-        np.abs(elevation - rings_rad[below]) <= np.abs(rings_rad[above] - elevation), below, above
-    )
+    ring = nearest_ring(elevation, rings_rad)
     # The gap to the next ring up, no wider than its neighbourhood's typical gap: a ring may
     # return too little to be found (beams over the horizon see sky), and above the highest
     # ring found the layout continues at its last spacing.

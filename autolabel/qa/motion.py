@@ -78,18 +78,8 @@ class TrackWindow:
 
 def clip_frame_times(attrs: ObjectAttributes) -> tuple[np.ndarray, np.ndarray]:
     """(F,) frame indices that have rows and (F,) their times, seconds, sorted by frame
-    (read-only arrays)."""
-    # Kept on the attributes while their frame and time columns are the same arrays: the
-    # window of every candidate of every motion question and perturbed copy asks again.
-    cached = attrs.__dict__.get("_frame_times_cache")
-    if cached is not None and cached[0] is attrs.frame_index and cached[1] is attrs.time_s:
-        return cached[2], cached[3]
-    frames, first = np.unique(np.asarray(attrs.frame_index, dtype=np.int64), return_index=True)
-    times = np.asarray(attrs.time_s, dtype=np.float64)[first]
-    frames.setflags(write=False)
-    times.setflags(write=False)
-    attrs.__dict__["_frame_times_cache"] = (attrs.frame_index, attrs.time_s, frames, times)
-    return frames, times
+    (read-only arrays; ``ObjectAttributes.frame_times``, kept on the attributes)."""
+    return attrs.frame_times()
 
 
 def sample_offsets(start_s: float, end_s: float, step_s: float = WINDOW_STEP_S) -> np.ndarray:
