@@ -6,6 +6,11 @@ keyframes), how high they reach above the ground, and how much of them lie on th
 (a vehicle's returns sit on its surfaces; vegetation fills its volume). Clutter: a static track
 whose returns fill the volume (vegetation), or that is taller and longer than any vehicle its
 class allows (a facade, a hedge row).
+
+After the refinement (:func:`rescore_clip`), per refined track (one size and pose per track):
+how many returns its boxes hold and whether its returns lie on a line in bird's-eye view (a
+wall); its score is scaled down where the LiDAR does not back it, so AP and AMOTA, which rank
+by score, rank such tracks below the objects.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autolabel.boxes import Boxes3D
 from autolabel.classes import CLASS_INDEX
 from autolabel.refine.points import PointEvidence
 from autolabel.refine.track_table import TrackTable
@@ -220,3 +226,137 @@ def cabin_side(
     decided = (n_roof >= 10) & (np.abs(offset) >= min_offset_m) & (span <= max_roof_span)
     out[decided] = np.sign(offset[decided]).astype(np.int64)
     return out
+
+
+@dataclass
+class ShapeEvidence:
+    """Per refined track, from its returns stacked in its boxes' frames (one box per keyframe):
+    ``returns`` (median over its boxes of the returns inside the box), ``flatness`` (the
+    square root of the ratio of the smaller to the larger eigenvalue of the covariance of its
+    stacked returns' bird's-eye positions inside the box: ~0 for a line of returns, as a wall
+    seen from the road; NaN with fewer than ``min_points`` returns), ``speed_mps`` (median speed
+    of its boxes)."""
+
+    returns: np.ndarray
+    flatness: np.ndarray
+    speed_mps: np.ndarray
+
+
+def shape_evidence(
+    track_of_box: np.ndarray, n_tracks: int, boxes: Boxes3D, evidence: PointEvidence,
+    min_points: int,
+) -> ShapeEvidence:  # fmt: skip
+    """:class:`ShapeEvidence` of refined tracks. ``track_of_box``: (N,) track (0..T-1) of each
+    of the N ``boxes``; ``evidence``: their returns (any margin: only those inside a box
+    count)."""
+    from autolabel.refine.tracks import group_quantile
+
+    size = boxes.size_wlh_m
+    x, y = evidence.local_xyh_m[:, 0], evidence.local_xyh_m[:, 1]
+    inside = (np.abs(x) <= size[evidence.box, 1] / 2) & (np.abs(y) <= size[evidence.box, 0] / 2)
+    count = np.bincount(evidence.box[inside], minlength=len(track_of_box))
+    returns = group_quantile(track_of_box, count, n_tracks, 0.5)
+    speed = np.hypot(boxes.velocity_mps[:, 0], boxes.velocity_mps[:, 1])
+    speed = group_quantile(track_of_box, np.nan_to_num(speed), n_tracks, 0.5)
+
+    # Bird's-eye covariance of the returns inside the boxes, per track (closed-form eigenvalues
+    # of the 2x2 matrix).
+    t = track_of_box[evidence.box[inside]]
+    xi, yi = x[inside], y[inside]
+    n_in = np.bincount(t, minlength=n_tracks).astype(np.float64)
+    n = np.maximum(n_in, 1)
+    mx = np.bincount(t, xi, n_tracks) / n
+    my = np.bincount(t, yi, n_tracks) / n
+    cxx = np.bincount(t, xi * xi, n_tracks) / n - mx**2
+    cyy = np.bincount(t, yi * yi, n_tracks) / n - my**2
+    cxy = np.bincount(t, xi * yi, n_tracks) / n - mx * my
+    mean = 0.5 * (cxx + cyy)
+    radius = np.sqrt(np.maximum(0.25 * (cxx - cyy) ** 2 + cxy**2, 0.0))
+    lo, hi = np.maximum(mean - radius, 0.0), mean + radius
+    with np.errstate(invalid="ignore", divide="ignore"):
+        flatness = np.sqrt(lo / hi)
+    # A spread under a millimetre is no shape (and the moments' rounding).
+    flatness = np.where((n_in >= min_points) & (hi > 1e-6), flatness, np.nan)
+    return ShapeEvidence(returns, flatness, speed)
+
+
+#: Classes whose returns may lie on one line, so no facade test: a barrier by nature, a trailer
+#: seen from its side (a flat panel as long and as high as a house front; by shape the two are
+#: one).
+LINE_CLASSES = [CLASS_INDEX["barrier"], CLASS_INDEX["trailer"]]
+
+
+def evidence_factor(
+    shape: ShapeEvidence,
+    label: np.ndarray,
+    returns_scale: float,
+    facade_max_flatness: float,
+    facade_max_speed_mps: float,
+    facade_factor: float,
+) -> np.ndarray:
+    """(T,) factor in [0, 1] on each refined track's score from its returns:
+    ``1 - exp(-returns / returns_scale)`` (a track whose boxes hold almost no returns is backed
+    by nothing the LiDAR saw), times ``facade_factor`` for a facade: a track (of ``label`` (T,)
+    other than a barrier) slower than ``facade_max_speed_mps`` whose returns lie on a line
+    (flatness at most ``facade_max_flatness``): a wall, a fence, a building front. A vehicle
+    seen only from its back gives a line too, but those that are seen so long are followed on
+    the road, moving."""
+    with np.errstate(invalid="ignore"):
+        support = 1.0 - np.exp(-np.nan_to_num(shape.returns) / returns_scale)
+        facade = (
+            (shape.flatness <= facade_max_flatness)
+            & (shape.speed_mps < facade_max_speed_mps)
+            & ~np.isin(label, LINE_CLASSES)
+        )
+    return support * np.where(facade, facade_factor, 1.0)
+
+
+def rescore_tracks(
+    tracks: list[Boxes3D],
+    evidence: PointEvidence,
+    returns_scale: float,
+    facade_max_flatness: float,
+    facade_max_speed_mps: float,
+    facade_factor: float,
+    min_points: int = 20,
+) -> list[Boxes3D]:
+    """Refined ``tracks`` (one box per track and keyframe, one class per track) with every box's
+    score times its track's :func:`evidence_factor`; ``evidence``: the returns of
+    ``Boxes3D.concatenate(tracks)``. Boxes are otherwise unchanged."""
+    boxes = Boxes3D.concatenate(list(tracks))
+    if len(boxes) == 0:
+        return list(tracks)
+    uniq, track_of_box = np.unique(boxes.track_id, return_inverse=True)
+    shape = shape_evidence(track_of_box, len(uniq), boxes, evidence, min_points)
+    label = np.zeros(len(uniq), np.int64)
+    label[track_of_box] = boxes.label
+    factor = evidence_factor(
+        shape, label, returns_scale, facade_max_flatness, facade_max_speed_mps, facade_factor
+    )
+    out, start = [], 0
+    for b in tracks:  # the clip's keyframes, not its objects
+        n = len(b)
+        rescored = b[np.arange(n)]
+        rescored.score = (b.score * factor[track_of_box[start : start + n]]).astype(np.float32)
+        out.append(rescored)
+        start += n
+    return out
+
+
+def rescore_clip(clip, tracks: list[Boxes3D], config) -> list[Boxes3D]:
+    """A clip's refined ``tracks`` rescored by :func:`rescore_tracks` with the settings of
+    ``config`` (:class:`autolabel.refine.config.RefineConfig`); unchanged unless both
+    ``use_points`` and ``evidence_score`` are set. The returns are gathered anew for the refined
+    boxes (one size and pose per track, unlike the detector's boxes)."""
+    from autolabel.refine.points import gather_point_evidence
+
+    if not (config.use_points and config.evidence_score):
+        return list(tracks)
+    return rescore_tracks(
+        list(tracks),
+        gather_point_evidence(clip, tracks),
+        config.support_returns_scale,
+        config.facade_max_flatness,
+        config.static_max_speed_mps,
+        config.facade_score_factor,
+    )

@@ -66,6 +66,17 @@ class RefineConfig:
             canopy), where the returns below its roof span at least ``canopy_min_body_m`` along
             its boxes (a car's body; a trunk or a bush is shorter); it takes a car's typical
             size against its boxes' faces towards the ego.
+        evidence_score: after the refinement, every track's score is multiplied by a factor
+            from the returns inside its refined boxes (``autolabel.refine.classify
+            .rescore_tracks``; needs ``use_points``), so tracks the LiDAR does not back rank
+            below those it does (AP and AMOTA are score-ranked):
+        support_returns_scale: ... ``1 - exp(-returns / support_returns_scale)`` with
+            ``returns`` the median over its boxes of the returns inside each ...
+        facade_max_flatness, facade_score_factor: ... times ``facade_score_factor`` where the
+            track is slower than ``static_max_speed_mps`` and its stacked returns lie on a line
+            in bird's-eye view (square root of the covariance's eigenvalue ratio at most
+            ``facade_max_flatness``): a wall, a fence, a building front (not for barriers and
+            trailers, whose returns may lie on a line).
     """
 
     min_observations: int = 3
@@ -100,6 +111,12 @@ class RefineConfig:
     relabel_min_returns: float = 30.0
     canopy_min_gap_m: float = 1.0
     canopy_min_body_m: float = 2.5
+    # Track rescoring from the refined tracks' returns (autolabel.refine.classify); hand-set on
+    # PandaSet-002 and synthetic seed 5.
+    evidence_score: bool = True
+    support_returns_scale: float = 2.0
+    facade_max_flatness: float = 0.1
+    facade_score_factor: float = 0.2
 
     def __post_init__(self) -> None:
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
@@ -135,6 +152,17 @@ class RefineConfig:
         if not 0 < self.cabin_max_roof_span <= 1:
             raise ValueError(
                 f"cabin_max_roof_span: must be in (0, 1], got {self.cabin_max_roof_span}"
+            )
+        for key in ("support_returns_scale", "facade_score_factor"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"{key}: must be > 0, got {getattr(self, key)!r}")
+        if not 0 <= self.facade_score_factor <= 1:
+            raise ValueError(
+                f"facade_score_factor: must be in [0, 1], got {self.facade_score_factor}"
+            )
+        if not 0 <= self.facade_max_flatness <= 1:
+            raise ValueError(
+                f"facade_max_flatness: must be in [0, 1], got {self.facade_max_flatness}"
             )
         if not 0 <= self.size_quantile <= 1:
             raise ValueError(f"size_quantile: must be in [0, 1], got {self.size_quantile}")

@@ -1,0 +1,114 @@
+"""Track rescoring from the returns of refined tracks (``autolabel.refine.classify``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from autolabel.boxes import Boxes3D
+from autolabel.config import ConfigError, PipelineConfig
+from autolabel.refine import RefineConfig
+from autolabel.refine.classify import rescore_tracks, shape_evidence
+from autolabel.refine.points import PointEvidence
+from tests.test_refine import TIMES, merge, track_boxes
+
+N = len(TIMES)
+#: Returns of one box (x along its 4.5 m length, y along its 1.9 m width, height), box frame.
+X = np.linspace(-2.2, 2.2, 30)
+WALL = np.column_stack([X, np.full(30, 0.9), np.full(30, 1.0)])
+# An L: the side and the back of a car.
+Y = np.linspace(-0.9, 0.9, 10)
+OUTLINE = np.concatenate(
+    [WALL[::3].copy(), np.column_stack([np.full(10, -2.2), Y, np.full(10, 0.8)])]
+)
+# A car's back seen from behind: a line across the box.
+BACK = np.column_stack([np.full(30, -2.2), np.linspace(-0.9, 0.9, 30), np.full(30, 1.0)])
+# Outside the 4.5 x 1.9 box (inside the gathering margin): never counted.
+OUTSIDE = np.array([[2.5, 0.0, 1.0], [0.0, 1.2, 1.0]])
+
+
+def _evidence(per_box: list[np.ndarray]) -> PointEvidence:
+    """The same returns in every keyframe's boxes (boxes in concatenate order: frame by frame,
+    tracks in ``per_box`` order)."""
+    local = np.concatenate([np.concatenate(per_box) for _ in range(N)])
+    counts = np.tile([len(p) for p in per_box], N)
+    box = np.repeat(np.arange(len(counts)), counts)
+    return PointEvidence(box, local, counts, np.full(len(counts), 10.0))
+
+
+def _flatness(points: np.ndarray) -> float:
+    lo, hi = np.linalg.eigvalsh(np.cov(points[:, :2].T, bias=True))
+    return math.sqrt(max(lo, 0.0) / hi)
+
+
+def _tracks():
+    still = np.zeros(N)
+    at = [np.tile([8.0, 4.0 * k], (N, 1)) for k in range(5)]
+    moving = np.tile([[6.0, 0.0]], (N, 1))
+    return merge(
+        track_boxes(0, "car", at[0], still),  # a wall
+        track_boxes(1, "car", at[1], still),  # a parked car
+        track_boxes(2, "barrier", at[2], still),  # a barrier: a line by nature
+        track_boxes(3, "car", at[3], still, velocity=moving),  # a car seen from behind
+        track_boxes(4, "pedestrian", at[4], still),  # one return per box
+    )
+
+
+def test_shape_evidence_counts_returns_inside_the_box_and_finds_lines():
+    tracks = _tracks()
+    per_box = [
+        np.concatenate([WALL, OUTSIDE]), OUTLINE, WALL, BACK, WALL[:1],
+    ]  # fmt: skip
+    boxes = Boxes3D.concatenate(tracks)
+    _, track_of_box = np.unique(boxes.track_id, return_inverse=True)
+    shape = shape_evidence(track_of_box, 5, boxes, _evidence(per_box), min_points=20)
+    assert shape.returns.tolist() == [30, 20, 30, 30, 1]
+    assert shape.flatness[0] == pytest.approx(0.0, abs=1e-6)
+    assert shape.flatness[1] == pytest.approx(_flatness(OUTLINE), abs=1e-9)
+    assert math.isnan(shape.flatness[4])  # one point: no spread at all
+    assert shape.speed_mps.tolist() == pytest.approx([0.0, 0.0, 0.0, 6.0, 0.0])
+
+
+def test_walls_and_unbacked_tracks_rank_below_objects():
+    tracks = _tracks()
+    per_box = [WALL, OUTLINE, WALL, BACK, WALL[:1]]
+    assert _flatness(OUTLINE) > 0.1  # an L is no line
+    out = rescore_tracks(tracks, _evidence(per_box), 2.0, 0.1, 0.5, 0.2)
+    # By hand: support 1 - exp(-returns / 2) (30 returns a box, the L 20, the last one 1); the wall (static, a line, a car) times 0.2; the
+    # barrier's line and the moving car's back are no facades.
+    full = 1 - math.exp(-15)
+    expected = {0: 0.8 * full * 0.2, 1: 0.8 * (1 - math.exp(-10)), 2: 0.8 * full, 3: 0.8 * full,
+                4: 0.8 * (1 - math.exp(-0.5))}  # fmt: skip
+    for before, after in zip(tracks, out, strict=True):
+        assert after.score.tolist() == pytest.approx(
+            [expected[t] for t in after.track_id], rel=1e-6
+        )
+        for name in ("center_m", "size_wlh_m", "yaw_rad", "label", "track_id"):
+            assert np.array_equal(getattr(after, name), getattr(before, name))
+    # With a speed gate above its 6 m/s the car's back is taken for a wall too.
+    gated = rescore_tracks(tracks, _evidence(per_box), 2.0, 0.1, 7.0, 0.2)
+    assert gated[0].score[3] == pytest.approx(0.8 * full * 0.2)
+    spared = rescore_tracks(tracks, _evidence(per_box), 2.0, 0.1, 0.5, 1.0)
+    assert spared[0].score[0] == pytest.approx(0.8 * full)
+
+
+def test_rescoring_is_in_the_refine_config_and_validated():
+    assert RefineConfig().evidence_score
+    for key, value in (
+        ("support_returns_scale", 0.0),
+        ("facade_score_factor", 1.5),
+        ("facade_max_flatness", -0.1),
+    ):
+        with pytest.raises(ConfigError, match=f"refine_options.*{key}"):
+            PipelineConfig(refine_options={key: value})
+
+
+def test_rescore_clip_without_points_changes_nothing():
+    from autolabel.refine.classify import rescore_clip
+
+    tracks = _tracks()
+    for cfg in (RefineConfig(use_points=False), RefineConfig(evidence_score=False)):
+        out = rescore_clip(None, tracks, cfg)
+        assert all(a == b for a, b in zip(out, tracks, strict=True))
