@@ -25,6 +25,8 @@ OUTLINE = np.concatenate(
 )
 # A car's back seen from behind: a line across the box.
 BACK = np.column_stack([np.full(30, -2.2), np.linspace(-0.9, 0.9, 30), np.full(30, 1.0)])
+# A pedestrian's returns lined up over 0.6 m: too short a line to be judged.
+SHORT = np.column_stack([np.linspace(-0.3, 0.3, 30), np.zeros(30), np.full(30, 1.2)])
 # Outside the 4.5 x 1.9 box (inside the gathering margin): never counted.
 OUTSIDE = np.array([[2.5, 0.0, 1.0], [0.0, 1.2, 1.0]])
 
@@ -59,15 +61,16 @@ def _tracks():
 def test_shape_evidence_counts_returns_inside_the_box_and_finds_lines():
     tracks = _tracks()
     per_box = [
-        np.concatenate([WALL, OUTSIDE]), OUTLINE, WALL, BACK, WALL[:1],
+        np.concatenate([WALL, OUTSIDE]), OUTLINE, WALL, BACK, SHORT,
     ]  # fmt: skip
     boxes = Boxes3D.concatenate(tracks)
     _, track_of_box = np.unique(boxes.track_id, return_inverse=True)
     shape = shape_evidence(track_of_box, 5, boxes, _evidence(per_box), min_points=20)
-    assert shape.returns.tolist() == [30, 20, 30, 30, 1]
+    assert shape.returns.tolist() == [30, 20, 30, 30, 30]
     assert shape.flatness[0] == pytest.approx(0.0, abs=1e-6)
     assert shape.flatness[1] == pytest.approx(_flatness(OUTLINE), abs=1e-9)
-    assert math.isnan(shape.flatness[4])  # one point: no spread at all
+    assert shape.flatness[3] == pytest.approx(0.0, abs=1e-6)
+    assert math.isnan(shape.flatness[4])  # a line of 0.6 m < MIN_LINE_LENGTH_M
     assert shape.speed_mps.tolist() == pytest.approx([0.0, 0.0, 0.0, 6.0, 0.0])
 
 
@@ -92,12 +95,15 @@ def test_walls_and_unbacked_tracks_rank_below_objects():
     assert gated[0].score[3] == pytest.approx(0.8 * full * 0.2)
     spared = rescore_tracks(tracks, _evidence(per_box), 2.0, 0.1, 0.5, 1.0)
     assert spared[0].score[0] == pytest.approx(0.8 * full)
+    # Without the support term only the wall changes.
+    facades = rescore_tracks(tracks, _evidence(per_box), 0.0, 0.1, 0.5, 0.2)
+    assert facades[0].score.tolist() == pytest.approx([0.16, 0.8, 0.8, 0.8, 0.8])
 
 
 def test_rescoring_is_in_the_refine_config_and_validated():
     assert RefineConfig().evidence_score
     for key, value in (
-        ("support_returns_scale", 0.0),
+        ("support_returns_scale", -1.0),
         ("facade_score_factor", 1.5),
         ("facade_max_flatness", -0.1),
     ):

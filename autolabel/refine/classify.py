@@ -28,6 +28,9 @@ from autolabel.refine.track_table import TrackTable
 PROFILE_BIN_M = 0.25
 #: The roof is where the profile falls below this share of its densest bin.
 ROOF_DROP_SHARE = 0.25
+#: Returns spread along less than this (metres) have no shape to judge: a pedestrian, a pole, a
+#: cone stand on a few square decimetres, and a bunch of their returns may happen to line up.
+MIN_LINE_LENGTH_M = 1.5
 
 
 @dataclass
@@ -234,7 +237,8 @@ class ShapeEvidence:
     ``returns`` (median over its boxes of the returns inside the box), ``flatness`` (the
     square root of the ratio of the smaller to the larger eigenvalue of the covariance of its
     stacked returns' bird's-eye positions inside the box: ~0 for a line of returns, as a wall
-    seen from the road; NaN with fewer than ``min_points`` returns), ``speed_mps`` (median speed
+    seen from the road; NaN with fewer than ``min_points`` returns or where the returns spread
+    less than a line of ``MIN_LINE_LENGTH_M`` along their main axis), ``speed_mps`` (median speed
     of its boxes)."""
 
     returns: np.ndarray
@@ -275,15 +279,16 @@ def shape_evidence(
     lo, hi = np.maximum(mean - radius, 0.0), mean + radius
     with np.errstate(invalid="ignore", divide="ignore"):
         flatness = np.sqrt(lo / hi)
-    # A spread under a millimetre is no shape (and the moments' rounding).
-    flatness = np.where((n_in >= min_points) & (hi > 1e-6), flatness, np.nan)
+    # A uniform spread over a length L has variance L^2 / 12.
+    long = hi >= MIN_LINE_LENGTH_M**2 / 12
+    flatness = np.where((n_in >= min_points) & long, flatness, np.nan)
     return ShapeEvidence(returns, flatness, speed)
 
 
-#: Classes whose returns may lie on one line, so no facade test: a barrier by nature, a trailer
-#: seen from its side (a flat panel as long and as high as a house front; by shape the two are
-#: one).
-LINE_CLASSES = [CLASS_INDEX["barrier"], CLASS_INDEX["trailer"]]
+#: Classes whose returns may lie on one line, so no facade test: a barrier by nature; a truck, a
+#: bus or a trailer seen from its side (a flat panel as long and as high as a house front; by
+#: shape the two are one).
+LINE_CLASSES = [CLASS_INDEX[c] for c in ("barrier", "truck", "bus", "trailer")]
 
 
 def evidence_factor(
@@ -296,13 +301,15 @@ def evidence_factor(
 ) -> np.ndarray:
     """(T,) factor in [0, 1] on each refined track's score from its returns:
     ``1 - exp(-returns / returns_scale)`` (a track whose boxes hold almost no returns is backed
-    by nothing the LiDAR saw), times ``facade_factor`` for a facade: a track (of ``label`` (T,)
-    other than a barrier) slower than ``facade_max_speed_mps`` whose returns lie on a line
+    by nothing the LiDAR saw; 1 with ``returns_scale`` 0), times ``facade_factor`` for a facade: a track (of ``label`` (T,)
+    not in ``LINE_CLASSES``) slower than ``facade_max_speed_mps`` whose returns lie on a line
     (flatness at most ``facade_max_flatness``): a wall, a fence, a building front. A vehicle
     seen only from its back gives a line too, but those that are seen so long are followed on
     the road, moving."""
-    with np.errstate(invalid="ignore"):
+    support = np.ones(len(shape.returns))
+    if returns_scale > 0:
         support = 1.0 - np.exp(-np.nan_to_num(shape.returns) / returns_scale)
+    with np.errstate(invalid="ignore"):
         facade = (
             (shape.flatness <= facade_max_flatness)
             & (shape.speed_mps < facade_max_speed_mps)

@@ -71,12 +71,13 @@ class RefineConfig:
             .rescore_tracks``; needs ``use_points``), so tracks the LiDAR does not back rank
             below those it does (AP and AMOTA are score-ranked):
         support_returns_scale: ... ``1 - exp(-returns / support_returns_scale)`` with
-            ``returns`` the median over its boxes of the returns inside each ...
+            ``returns`` the median over its boxes of the returns inside each (0: no such
+            factor) ...
         facade_max_flatness, facade_score_factor: ... times ``facade_score_factor`` where the
             track is slower than ``static_max_speed_mps`` and its stacked returns lie on a line
             in bird's-eye view (square root of the covariance's eigenvalue ratio at most
-            ``facade_max_flatness``): a wall, a fence, a building front (not for barriers and
-            trailers, whose returns may lie on a line).
+            ``facade_max_flatness``): a wall, a fence, a building front (not for barriers,
+            trucks, buses and trailers, whose returns may lie on a line).
     """
 
     min_observations: int = 3
@@ -114,7 +115,7 @@ class RefineConfig:
     # Track rescoring from the refined tracks' returns (autolabel.refine.classify); hand-set on
     # PandaSet-002 and synthetic seed 5.
     evidence_score: bool = True
-    support_returns_scale: float = 2.0
+    support_returns_scale: float = 0.0
     facade_max_flatness: float = 0.1
     facade_score_factor: float = 0.2
 
@@ -153,9 +154,10 @@ class RefineConfig:
             raise ValueError(
                 f"cabin_max_roof_span: must be in (0, 1], got {self.cabin_max_roof_span}"
             )
-        for key in ("support_returns_scale", "facade_score_factor"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"{key}: must be > 0, got {getattr(self, key)!r}")
+        if not self.support_returns_scale >= 0:
+            raise ValueError(
+                f"support_returns_scale: must be >= 0, got {self.support_returns_scale!r}"
+            )
         if not 0 <= self.facade_score_factor <= 1:
             raise ValueError(
                 f"facade_score_factor: must be in [0, 1], got {self.facade_score_factor}"
