@@ -60,19 +60,20 @@ def test_refined_tracks_beat_the_online_chain_on_pandaset(pandaset_chains, tmp_p
     car_before, car_after = before["mean_dist_aps"]["car"], after["mean_dist_aps"]["car"]
     aoe_before = before["label_tp_errors"]["car"]["orient_err"]
     aoe_after = after["label_tp_errors"]["car"]["orient_err"]
-    # Measured (these two sweeps): car AP 0.45 -> 0.59, car AOE 0.42 -> 0.045 rad (parked cars
+    # Measured (these two sweeps): car AP 0.45 -> 0.67, car AOE 0.42 -> 0.045 rad (parked cars
     # pointed by the traffic beside them, not by tracks merged with them; cars under trees
-    # found by their roof).
-    assert car_after >= 0.57 and car_after > car_before
+    # found by their roof; walls and fences taken for parked cars, their returns on one line,
+    # ranked below the cars: 0.59 without).
+    assert car_after >= 0.64 and car_after > car_before
     assert aoe_after <= 0.10 and aoe_after < aoe_before
-    # Over the 7 classes present: 0.223 (car 0.59, truck 0.07, motorcycle 0.83, pedestrian
+    # Over the 7 classes present: 0.235 (car 0.67, truck 0.07, motorcycle 0.83, pedestrian
     # 0.07). The motorcycle, seen as motorcycle, bicycle, pedestrian or cone from frame to
     # frame, is one track only with the tracker's class groups (bench_offboard's 10 sweeps: its
     # AP 0.03 -> 0.23). A pedestrian tracked as a cone, lost for 2.5 s, then as a pedestrian is
     # one track only with its fragments joined (pedestrian AP 0 -> 0.07).
     present = {DETECTION_CLASSES[c] for f in clip.frames for c in f.ground_truth.boxes.label}
     assert len(present) == 7
-    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.21
+    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.225
     assert after["mean_dist_aps"]["pedestrian"] >= 0.05
     # Tracks per ground-truth object: 3.6 before, 1.00 after (1.03 without joining fragments:
     # 3 joined, each a parked car or a pedestrian split where the detector changed its class).
