@@ -46,18 +46,21 @@ def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
         raise ValueError(f"encode_masks: expected (N, H, W) masks, got shape {masks.shape}")
     if len(masks) == 0:
         return []
-    if masks.dtype == np.bool_ and masks.strides[1] < masks.strides[2]:
-        # Column-major per mask (the geometric segmenter, ``masks_to_array``): pycocotools
-        # reads them as they are, without a copy.
-        encoded = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).view(np.uint8)))
-        return [
-            {"size": [int(s) for s in r["size"]], "counts": r["counts"].decode("ascii")}
-            for r in encoded
-        ]
+    _, height_px, width_px = masks.shape
+    if masks.dtype == np.bool_ and masks.strides[1] == 1 and masks.strides[2] == height_px:
+        # Column-major per mask (the geometric segmenter, ``masks_to_array``): the runs are those
+        # of the flat buffer, found between its first and last set pixel only (pycocotools scans
+        # every pixel of every full-image mask, which cost more than the rest of the encoding).
+        out = []
+        for m in masks.view(np.uint8).transpose(0, 2, 1):  # (W, H) contiguous views, no copy
+            flat = m.reshape(-1)
+            words = flat.view(np.uint64) if flat.size % 8 == 0 else flat
+            text = _rle_string_flat(flat, words, 8 if words.dtype == np.uint64 else 1)
+            out.append({"size": [int(height_px), int(width_px)], "counts": text.tobytes().decode()})
+        return out
     # Row-major masks: runs are found inside each mask's bounds only (a column-major copy of
     # every full-image mask, which pycocotools needs, cost more than the segmenters' rest).
     u8 = masks.view(np.uint8) if masks.dtype == np.bool_ else (masks != 0).view(np.uint8)
-    _, height_px, width_px = u8.shape
     out = []
     for m in u8:  # one kernel call per mask; each is a sub-array view, no copy
         words = row_words(m)
@@ -93,6 +96,63 @@ def _rle_string(mask: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
             p = 0
     counts[k] = end - start
     k += 1
+    return _counts_text(counts[:k])
+
+
+@numba.njit(cache=True)
+def _rle_string_flat(flat: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
+    """pycocotools' compressed RLE string of a mask given as its flat column-major 0/1 uint8
+    pixels; ``words`` is ``flat`` in words of ``step`` pixels (to skip the empty ends fast)."""
+    end = flat.size
+    first = end
+    for q in range(words.size):
+        if words[q] != 0:
+            for i in range(q * step, min(q * step + step, end)):
+                if flat[i] != 0:
+                    first = i
+                    break
+            break
+    if first == end:
+        counts = np.empty(1, np.int64)
+        counts[0] = end
+        return _counts_text(counts)
+    last = first
+    for q in range(words.size - 1, -1, -1):
+        if words[q] != 0:
+            for i in range(min(q * step + step, end) - 1, q * step - 1, -1):
+                if flat[i] != 0:
+                    last = i
+                    break
+            break
+    counts = np.empty(last - first + 3, np.int64)
+    counts[0] = first
+    k, p, start = 1, 1, first
+    # A word of ``step`` equal pixels (all 0, or all 1: 0x01 in every byte) holds no change.
+    same = np.zeros(2, words.dtype)
+    same[1] = ~same[0] // 255  # 0x0101010101010101 for uint64 words, 1 for uint8 pixels
+    i = first + 1
+    while i <= last:
+        if i % step == 0 and i + step <= last + 1 and words[i // step] == same[p]:
+            i += step
+            continue
+        if flat[i] != p:
+            counts[k] = i - start
+            k += 1
+            start = i
+            p = 1 - p
+        i += 1
+    counts[k] = last + 1 - start
+    k += 1
+    if last + 1 < end:
+        counts[k] = end - last - 1
+        k += 1
+    return _counts_text(counts[:k])
+
+
+@numba.njit(cache=True)
+def _counts_text(counts: np.ndarray) -> np.ndarray:
+    """pycocotools' ``rleToString`` of run counts (zeros first), as ASCII bytes."""
+    k = len(counts)
     text = np.empty(7 * k, np.uint8)
     n = 0
     for i in range(k):
