@@ -32,11 +32,14 @@ __all__ = [
 ]
 
 
-def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
+def encode_masks(masks: np.ndarray, crops: np.ndarray | None = None) -> list[dict[str, Any]]:
     """COCO RLE of each mask.
 
     Args:
         masks: (N, H, W) bool (or 0/1 integers).
+        crops: (N, 4) [u0, v0, u1, v1] pixel crops known to hold every set pixel of each mask
+            (``SegmentationResult.crops``), or None. With column-major masks only the crops'
+            columns are read (the rest of a lazily zeroed full-image mask is never touched).
 
     Returns:
         N dicts ``{"size": [H, W], "counts": str}``.
@@ -47,15 +50,23 @@ def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
     if len(masks) == 0:
         return []
     _, height_px, width_px = masks.shape
-    if masks.dtype == np.bool_ and masks.strides[1] == 1 and masks.strides[2] == height_px:
+    if masks.dtype == np.bool_ and masks[0].T.flags.c_contiguous:
         # Column-major per mask (the geometric segmenter, ``masks_to_array``): the runs are those
         # of the flat buffer, found between its first and last set pixel only (pycocotools scans
         # every pixel of every full-image mask, which cost more than the rest of the encoding).
+        columns = np.zeros((len(masks), 2), np.int64)
+        columns[:, 1] = width_px
+        if crops is not None:
+            columns = (
+                np.asarray(crops, np.int64).reshape(len(masks), 4)[:, [0, 2]].clip(0, width_px)
+            )
         out = []
-        for m in masks.view(np.uint8).transpose(0, 2, 1):  # (W, H) contiguous views, no copy
+        # (W, H) contiguous views, no copy.
+        for m, (u0, u1) in zip(masks.view(np.uint8).transpose(0, 2, 1), columns, strict=True):
             flat = m.reshape(-1)
             words = flat.view(np.uint64) if flat.size % 8 == 0 else flat
-            text = _rle_string_flat(flat, words, 8 if words.dtype == np.uint64 else 1)
+            step = 8 if words.dtype == np.uint64 else 1
+            text = _rle_string_flat(flat, words, step, u0 * height_px, u1 * height_px)
             out.append({"size": [int(height_px), int(width_px)], "counts": text.tobytes().decode()})
         return out
     # Row-major masks: runs are found inside each mask's bounds only (a column-major copy of
@@ -100,30 +111,37 @@ def _rle_string(mask: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _rle_string_flat(flat: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
+def _rle_string_flat(
+    flat: np.ndarray, words: np.ndarray, step: int, lo: int, hi: int
+) -> np.ndarray:
     """pycocotools' compressed RLE string of a mask given as its flat column-major 0/1 uint8
-    pixels; ``words`` is ``flat`` in words of ``step`` pixels (to skip the empty ends fast)."""
+    pixels, all 0 outside ``flat[lo:hi]`` (only that part is read); ``words`` is ``flat`` in
+    words of ``step`` pixels (to skip 0 words fast)."""
     end = flat.size
-    first = end
-    for q in range(words.size):
-        if words[q] != 0:
-            for i in range(q * step, min(q * step + step, end)):
-                if flat[i] != 0:
-                    first = i
-                    break
+    first = hi
+    i = lo
+    while i < hi:
+        if i % step == 0 and i + step <= hi and words[i // step] == 0:
+            i += step
+            continue
+        if flat[i] != 0:
+            first = i
             break
-    if first == end:
+        i += 1
+    if first == hi:
         counts = np.empty(1, np.int64)
         counts[0] = end
         return _counts_text(counts)
     last = first
-    for q in range(words.size - 1, -1, -1):
-        if words[q] != 0:
-            for i in range(min(q * step + step, end) - 1, q * step - 1, -1):
-                if flat[i] != 0:
-                    last = i
-                    break
+    i = hi - 1
+    while i > first:
+        if (i + 1) % step == 0 and i + 1 - step >= first and words[(i + 1) // step - 1] == 0:
+            i -= step
+            continue
+        if flat[i] != 0:
+            last = i
             break
+        i -= 1
     counts = np.empty(last - first + 3, np.int64)
     counts[0] = first
     k, p, start = 1, 1, first
