@@ -458,6 +458,7 @@ def segment_images(
             error = str(e)
         if error:
             masks = np.zeros((len(rows), height_px, width_px), bool)
+            crops = None
             score = np.zeros(len(rows), np.float32)
             image_score = np.full(len(rows), np.nan, np.float32)
         else:
@@ -465,13 +466,13 @@ def segment_images(
             if track_score is not None:
                 prompts["track_score"] = track_score[rows]
             result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
-            masks, score = result.masks, result.score
+            masks, score, crops = result.masks, result.score, result.crops
             image_score = (
                 np.full(len(rows), np.nan, np.float32)
                 if result.image_score is None
                 else result.image_score.astype(np.float32)
             )
-        rles = encode_masks(masks)
+        rles = encode_masks(masks, crops)
         # The masks' tight boxes from their runs (a full-image scan per mask costs more).
         tight = rle_box_2d(rles)
         tight[rle_area_px(rles) == 0] = np.nan

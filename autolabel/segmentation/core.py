@@ -39,11 +39,15 @@ class SegmentationResult:
         image_score: (N,) float32, image evidence that each object is there, measured by backends
             whose score uses no colour (the geometric one, for tracks it does not trust); NaN
             where not measured; None when the backend measures none.
+        crops: (N, 4) int64 [u0, v0, u1, v1] pixel crops holding every pixel of each mask, when
+            the backend knows them (the geometric one: its hulls' crops), else None; the RLE
+            encoder then reads those columns only.
     """
 
     masks: np.ndarray
     score: np.ndarray
     image_score: np.ndarray | None = None
+    crops: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.masks.ndim != 3 or self.masks.dtype != np.bool_:
@@ -60,6 +64,10 @@ class SegmentationResult:
             raise ValueError(
                 f"SegmentationResult.image_score: expected ({len(self.masks)},), got "
                 f"{self.image_score.shape}"
+            )
+        if self.crops is not None and self.crops.shape != (len(self.masks), 4):
+            raise ValueError(
+                f"SegmentationResult.crops: expected ({len(self.masks)}, 4), got {self.crops.shape}"
             )
 
     def __len__(self) -> int:

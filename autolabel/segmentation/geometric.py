@@ -193,7 +193,9 @@ class GeometricSegmenter:
         image_score = self._image_evidence(image, boxes, seeds, prompts or {})
         if image_score is not None and self.config.image_caps_score:
             score = np.where(np.isnan(image_score), score, np.minimum(score, image_score))
-        return SegmentationResult(masks, score.astype(np.float32), image_score)
+        return SegmentationResult(
+            masks, score.astype(np.float32), image_score, geometry.boxes_px.copy()
+        )
 
     def _image_evidence(
         self, image: np.ndarray, boxes: np.ndarray, seeds: list[np.ndarray], prompts: dict

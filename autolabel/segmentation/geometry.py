@@ -109,31 +109,33 @@ def convex_polygon_mask(polygon: np.ndarray, box: tuple[int, int, int, int]) -> 
 
 
 def _lidar_min_depth(
-    scene_uvd: np.ndarray, boxes: np.ndarray, height_px: int, width_px: int, radius_px: int
+    scene_uvd: np.ndarray,
+    region: tuple[int, int, int, int],
+    radius_px: int,
+    image_size_px: tuple[int, int],
 ) -> np.ndarray:
-    """(H, W) float32 nearest return within ``radius_px`` (a square of that half-width, OpenCV's
-    separable minimum filter) of each pixel; inf where none. Only the part of the image around
-    the hulls' crops ``boxes`` is computed; inf elsewhere."""
-    depth_map = np.full((height_px, width_px), np.inf, np.float32)
-    used = boxes[(boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])]
-    if len(scene_uvd) == 0 or len(used) == 0:
-        return depth_map
-    u0 = max(int(used[:, 0].min()) - radius_px, 0)
-    v0 = max(int(used[:, 1].min()) - radius_px, 0)
-    u1 = min(int(used[:, 2].max()) + radius_px, width_px)
-    v1 = min(int(used[:, 3].max()) + radius_px, height_px)
+    """(v1 - v0, u1 - u0) float32 nearest return within ``radius_px`` (a square of that
+    half-width, OpenCV's separable minimum filter) of each pixel of the image crop ``region`` =
+    (u0, v0, u1, v1); inf where none. Returns in the image up to ``radius_px`` outside the crop
+    count; ``image_size_px`` is (width, height)."""
+    u0, v0, u1, v1 = region
+    if len(scene_uvd) == 0:
+        return np.full((v1 - v0, u1 - u0), np.inf, np.float32)
+    # The returns are splatted on the crop grown by the radius (cut to the image), so the filter
+    # sees every return that reaches a crop pixel; the grown border is dropped after filtering.
+    width_px, height_px = image_size_px
+    gu0, gv0 = max(u0 - radius_px, 0), max(v0 - radius_px, 0)
+    gu1, gv1 = min(u1 + radius_px, width_px), min(v1 + radius_px, height_px)
     u = scene_uvd[:, 0].astype(np.int64)
     v = scene_uvd[:, 1].astype(np.int64)
-    inside = (u >= u0) & (u < u1) & (v >= v0) & (v < v1)
-    u, v, depth = u[inside] - u0, v[inside] - v0, scene_uvd[inside, 2]
+    inside = (u >= gu0) & (u < gu1) & (v >= gv0) & (v < gv1)
+    u, v, depth = u[inside] - gu0, v[inside] - gv0, scene_uvd[inside, 2]
+    grown = np.full((gv1 - gv0, gu1 - gu0), np.inf, np.float32)
     order = np.argsort(-depth, kind="stable")  # nearest written last: it wins
-    region = depth_map[v0:v1, u0:u1]
-    region[v[order], u[order]] = depth[order]
+    grown[v[order], u[order]] = depth[order]
     kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * radius_px + 1, 2 * radius_px + 1))
-    depth_map[v0:v1, u0:u1] = cv2.erode(
-        region, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=np.inf
-    )
-    return depth_map
+    grown = cv2.erode(grown, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=np.inf)
+    return grown[v0 - gv0 : v1 - gv0, u0 - gu0 : u1 - gu0]
 
 
 def image_geometry(
@@ -178,20 +180,30 @@ def image_geometry(
                 boxes[i] = (u0, v0, u1, v1)
                 hull = convex_polygon_mask(polygon, (u0, v0, u1, v1))
         hull_masks.append(hull)
-    owner = np.full((height_px, width_px), -1, np.int32)
+    painted = np.array([h is not None for h in hull_masks])
+    if not painted.any():
+        return ImageGeometry(masks, *counts, boxes)
+    # The owner map and the LiDAR depth cover the union of the hulls' crops only (nothing is
+    # painted or read outside it).
+    ru0, rv0 = boxes[painted, :2].min(axis=0)
+    ru1, rv1 = boxes[painted, 2:].max(axis=0)
+    owner = np.full((rv1 - rv0, ru1 - ru0), -1, np.int32)
     for i in np.lexsort((-np.arange(n), -depth)):  # far to near; equal depth: lower index last
         if hull_masks[i] is not None:
             u0, v0, u1, v1 = boxes[i]
-            owner[v0:v1, u0:u1][hull_masks[i]] = i
+            owner[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0][hull_masks[i]] = i
     lidar = _lidar_min_depth(
-        np.asarray(scene_uvd, np.float32), boxes, height_px, width_px, radius_px
+        np.asarray(scene_uvd, np.float32),
+        (int(ru0), int(rv0), int(ru1), int(rv1)),
+        radius_px,
+        (width_px, height_px),
     )
     for i, hull in enumerate(hull_masks):
         if hull is None:
             continue
         u0, v0, u1, v1 = boxes[i]
-        own = owner[v0:v1, u0:u1] == i
-        nearest = lidar[v0:v1, u0:u1]
+        own = owner[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0] == i
+        nearest = lidar[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0]
         covered = hull & np.isfinite(nearest)
         occluded = covered & (nearest < near[i] - margin_m)
         # Where the LiDAR saw something, it decides (a hull is larger than the car in it, so a

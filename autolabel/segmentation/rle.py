@@ -32,11 +32,14 @@ __all__ = [
 ]
 
 
-def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
+def encode_masks(masks: np.ndarray, crops: np.ndarray | None = None) -> list[dict[str, Any]]:
     """COCO RLE of each mask.
 
     Args:
         masks: (N, H, W) bool (or 0/1 integers).
+        crops: (N, 4) [u0, v0, u1, v1] pixel crops known to hold every set pixel of each mask
+            (``SegmentationResult.crops``), or None. With column-major masks only the crops'
+            columns are read (the rest of a lazily zeroed full-image mask is never touched).
 
     Returns:
         N dicts ``{"size": [H, W], "counts": str}``.
@@ -46,18 +49,29 @@ def encode_masks(masks: np.ndarray) -> list[dict[str, Any]]:
         raise ValueError(f"encode_masks: expected (N, H, W) masks, got shape {masks.shape}")
     if len(masks) == 0:
         return []
-    if masks.dtype == np.bool_ and masks.strides[1] < masks.strides[2]:
-        # Column-major per mask (the geometric segmenter, ``masks_to_array``): pycocotools
-        # reads them as they are, without a copy.
-        encoded = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).view(np.uint8)))
-        return [
-            {"size": [int(s) for s in r["size"]], "counts": r["counts"].decode("ascii")}
-            for r in encoded
-        ]
+    _, height_px, width_px = masks.shape
+    if masks.dtype == np.bool_ and masks[0].T.flags.c_contiguous:
+        # Column-major per mask (the geometric segmenter, ``masks_to_array``): the runs are those
+        # of the flat buffer, found between its first and last set pixel only (pycocotools scans
+        # every pixel of every full-image mask, which cost more than the rest of the encoding).
+        columns = np.zeros((len(masks), 2), np.int64)
+        columns[:, 1] = width_px
+        if crops is not None:
+            columns = (
+                np.asarray(crops, np.int64).reshape(len(masks), 4)[:, [0, 2]].clip(0, width_px)
+            )
+        out = []
+        # (W, H) contiguous views, no copy.
+        for m, (u0, u1) in zip(masks.view(np.uint8).transpose(0, 2, 1), columns, strict=True):
+            flat = m.reshape(-1)
+            words = flat.view(np.uint64) if flat.size % 8 == 0 else flat
+            step = 8 if words.dtype == np.uint64 else 1
+            text = _rle_string_flat(flat, words, step, u0 * height_px, u1 * height_px)
+            out.append({"size": [int(height_px), int(width_px)], "counts": text.tobytes().decode()})
+        return out
     # Row-major masks: runs are found inside each mask's bounds only (a column-major copy of
     # every full-image mask, which pycocotools needs, cost more than the segmenters' rest).
     u8 = masks.view(np.uint8) if masks.dtype == np.bool_ else (masks != 0).view(np.uint8)
-    _, height_px, width_px = u8.shape
     out = []
     for m in u8:  # one kernel call per mask; each is a sub-array view, no copy
         words = row_words(m)
@@ -93,6 +107,70 @@ def _rle_string(mask: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
             p = 0
     counts[k] = end - start
     k += 1
+    return _counts_text(counts[:k])
+
+
+@numba.njit(cache=True)
+def _rle_string_flat(
+    flat: np.ndarray, words: np.ndarray, step: int, lo: int, hi: int
+) -> np.ndarray:
+    """pycocotools' compressed RLE string of a mask given as its flat column-major 0/1 uint8
+    pixels, all 0 outside ``flat[lo:hi]`` (only that part is read); ``words`` is ``flat`` in
+    words of ``step`` pixels (to skip 0 words fast)."""
+    end = flat.size
+    first = hi
+    i = lo
+    while i < hi:
+        if i % step == 0 and i + step <= hi and words[i // step] == 0:
+            i += step
+            continue
+        if flat[i] != 0:
+            first = i
+            break
+        i += 1
+    if first == hi:
+        counts = np.empty(1, np.int64)
+        counts[0] = end
+        return _counts_text(counts)
+    last = first
+    i = hi - 1
+    while i > first:
+        if (i + 1) % step == 0 and i + 1 - step >= first and words[(i + 1) // step - 1] == 0:
+            i -= step
+            continue
+        if flat[i] != 0:
+            last = i
+            break
+        i -= 1
+    counts = np.empty(last - first + 3, np.int64)
+    counts[0] = first
+    k, p, start = 1, 1, first
+    # A word of ``step`` equal pixels (all 0, or all 1: 0x01 in every byte) holds no change.
+    same = np.zeros(2, words.dtype)
+    same[1] = ~same[0] // 255  # 0x0101010101010101 for uint64 words, 1 for uint8 pixels
+    i = first + 1
+    while i <= last:
+        if i % step == 0 and i + step <= last + 1 and words[i // step] == same[p]:
+            i += step
+            continue
+        if flat[i] != p:
+            counts[k] = i - start
+            k += 1
+            start = i
+            p = 1 - p
+        i += 1
+    counts[k] = last + 1 - start
+    k += 1
+    if last + 1 < end:
+        counts[k] = end - last - 1
+        k += 1
+    return _counts_text(counts[:k])
+
+
+@numba.njit(cache=True)
+def _counts_text(counts: np.ndarray) -> np.ndarray:
+    """pycocotools' ``rleToString`` of run counts (zeros first), as ASCII bytes."""
+    k = len(counts)
     text = np.empty(7 * k, np.uint8)
     n = 0
     for i in range(k):
