@@ -369,7 +369,9 @@ def region_cuboids(
         # it; it narrows the band and never reaches beyond it.
         anchor = np.asarray(plate_anchor_m, dtype=np.float64)[rows_p, np.where(sign > 0, 0, 1)]
         has = np.all(np.isfinite(anchor), axis=1)
-        a = np.where(has[:, None], anchor, 0.0)
+        # A face whose surface the LiDAR sees but not a plate on it has a depth only.
+        deep = np.all(np.isfinite(anchor[:, 4:]), axis=1)
+        a = np.where(np.isfinite(anchor), anchor, 0.0)
         y_lo = np.where(has, np.maximum(y_lo, a[:, 0]), y_lo)
         y_hi = np.where(has, np.minimum(y_hi, a[:, 1]), y_hi)
         z_lo = np.where(has, np.maximum(z_lo, bottom_p + a[:, 2]), z_lo)
@@ -379,9 +381,10 @@ def region_cuboids(
     recess = np.where(sign > 0, cfg.plate_recess_m[0], cfg.plate_recess_m[1])
     thickness = cfg.plate_depth_m + 2 * (e_p + moving[rows_p])
     if plate_anchor_m is not None and len(rows_p):
-        # Its returns say how deep the plate is; only the time it was seen is still unsure.
-        recess = np.where(has, 0.5 * (a[:, 4] + a[:, 5]), recess)
-        thickness = np.where(has, a[:, 5] - a[:, 4] + 2 * moving[rows_p], thickness)
+        # Its returns say how deep the plate (or the surface it is on) is; only the time it
+        # was seen is still unsure.
+        recess = np.where(deep, 0.5 * (a[:, 4] + a[:, 5]), recess)
+        thickness = np.where(deep, a[:, 5] - a[:, 4] + 2 * moving[rows_p], thickness)
     plate_size = np.stack([y_hi - y_lo, thickness, z_hi - z_lo], axis=1)
     plate_center = (
         boxes.center_m[rows_p]
