@@ -227,3 +227,18 @@ def test_a_track_lends_its_anchor_to_its_keyframes_without_one():
     assert lent[1].tolist() == [[False, True], [False, True], [False, False]]
     assert lent[2].tolist() == [[False, True], [False, False]]
     assert not lent[0].any()
+
+
+def test_a_moving_box_patch_is_as_thick_as_its_time_is_unsure():
+    # A car at 10 m/s: the rear patch is plate_depth_m + 2 (position_sigma_m + 10 m/s x the
+    # time's error) thick: 0.3 + 2 (0.05 + 0.5) = 1.4 m with the default 50 ms, 0.3 + 2 (0.05 +
+    # 0.2) = 0.8 m with 20 ms (a camera the beams cross in that time, ``sweep_period_s``).
+    car = _car(0.0)
+    car.velocity_mps = np.array([[10.0, 0.0]])
+    slow, source, face = region_cuboids(car, GEO, time_sigma_s=np.array([0.02]))
+    fast, _, _ = region_cuboids(car, GEO)
+    rear = np.flatnonzero((source == SOURCE_PLATE) & (face < 0))[0]
+    assert np.isclose(fast.size_wlh_m[rear, 1], 1.4)
+    assert np.isclose(slow.size_wlh_m[rear, 1], 0.8)
+    with pytest.raises(ValueError, match="sweep_period_s"):
+        GeometricConfig(sweep_period_s=-0.1)
