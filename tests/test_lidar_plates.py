@@ -58,27 +58,87 @@ def test_bright_returns_on_the_rear_face_bound_the_plate(yaw):
     assert np.allclose(anchors[0, 1], expected)
 
 
-def test_returns_across_a_plate_bound_its_sides_within_a_firing_spacing():
-    # One ring's bright returns across the rear plate, 0.05 m apart (the firing spacing at this
-    # range, above the configured 0.0035 * 10 = 0.035 m), lateral -0.15 .. 0.15, 0.9 m high.
-    lateral = np.linspace(-0.15, 0.15, 7)
-    points = _in_global(0.0, np.full(7, -2.1), lateral, np.full(7, 0.9))
-    bright = np.full(7, 255.0)
-    anchors = plate_anchors(_car(0.0), points, bright, [-10, 0, 0.75], GEO, LIDAR)
-    # They span 0.3 m >= the US plate's 0.31 m less a spacing each side: the sides lie within
-    # 1.5 spacings and the 0.05 m margin of the outermost returns: 0.15 + 0.075 + 0.05.
-    assert np.allclose(anchors[0, 1, :2], [-0.275, 0.275])
-    # Height keeps the plate-size bound: 0.9 -+ (0.15 + GROW) about the single ring.
-    assert np.allclose(anchors[0, 1, 2:4], [0.9 - 0.15 - GROW, 0.9 + 0.15 + GROW])
-    # Two returns 0.04 m apart span less than a plate: one plate width (0.52) and GROW beyond.
-    narrow = _in_global(0.0, [-2.1, -2.1], [-0.02, 0.02], [0.9, 0.9])
-    anchors = plate_anchors(_car(0.0), narrow, bright[:2], [-10, 0, 0.75], GEO, LIDAR)
-    assert np.allclose(anchors[0, 1, :2], [0.02 - 0.52 - GROW, -0.02 + 0.52 + GROW])
-    # Two returns 0.3 m apart and nothing between: the spacing measured is 0.3 m, 1.5 of it
-    # reaches past the plate-size bound, which holds (the bound never widens).
-    sparse = _in_global(0.0, [-2.1, -2.1], [-0.15, 0.15], [0.9, 0.9])
-    anchors = plate_anchors(_car(0.0), sparse, bright[:2], [-10, 0, 0.75], GEO, LIDAR)
-    assert np.allclose(anchors[0, 1, :2], [0.15 - 0.52 - GROW, -0.15 + 0.52 + GROW])
+def _rings(lateral, heights, forward=-2.1):
+    """Rear-face points of a car at the origin (yaw 0): every lateral on every ring height."""
+    lat, z = np.meshgrid(np.asarray(lateral, float), np.asarray(heights, float))
+    return _in_global(0.0, np.full(lat.size, forward), lat.ravel(), z.ravel())
+
+
+def test_dull_returns_inside_the_plates_heights_bound_its_sides():
+    # Three rings (0.85, 0.90, 0.95 m) cross the rear plate: bright from lateral -0.15 to 0.05,
+    # 0.15 m inside the rear face. On the middle ring, the return at 0.10 reads 190 (a beam
+    # straddling the plate's edge: not dull), the next at 0.15 is dull, and so is the one at
+    # -0.20. The middle ring lies inside the bright returns' heights (0.86 .. 0.94 after the
+    # 0.01 m tolerance), so its dull returns bound the sides, + the 0.05 m margin: -0.25 .. 0.20.
+    bright = _rings(np.linspace(-0.15, 0.05, 5), [0.85, 0.90, 0.95])
+    edge = _rings([0.10, 0.15, -0.20], [0.90])
+    points = np.concatenate([bright, edge])
+    intensity = np.concatenate([np.full(15, 255.0), [190.0, 40.0, 40.0]])
+    anchors = plate_anchors(_car(0.0), points, intensity, [-10, 0, 0.75], GEO, LIDAR)
+    assert np.allclose(anchors[0, 1, :2], [-0.25, 0.20])
+    # Height and depth keep their plate-size and returns' bounds: 0.95 - 0.15 - GROW ..
+    # 0.85 + 0.15 + GROW; 0.15 -+ 0.05 m.
+    assert np.allclose(anchors[0, 1, 2:], [0.80 - GROW, 1.0 + GROW, 0.10, 0.20])
+    # The same dull returns on the outer rings (0.85, 0.95) do not bound a side: the plate may
+    # end there through its bottom or top edge. Plate-size bounds: 0.05 - 0.52 - GROW,
+    # -0.15 + 0.52 + GROW.
+    outer = _rings([0.15, -0.20], [0.85, 0.95])
+    intensity = np.concatenate([np.full(15, 255.0), np.full(4, 40.0)])
+    anchors = plate_anchors(_car(0.0), np.concatenate([bright, outer]), intensity, [-10, 0, 0.75],
+                            GEO, LIDAR)  # fmt: skip
+    assert np.allclose(anchors[0, 1, :2], [0.05 - 0.52 - GROW, -0.15 + 0.52 + GROW])
+    # A dull return in front of the plate (0.15 m before the face, an occluder) says nothing.
+    front = _rings([0.15], [0.90], forward=-2.4)
+    intensity = np.concatenate([np.full(15, 255.0), [40.0, 40.0]])
+    points = np.concatenate([bright, front, _rings([-0.20], [0.90])])
+    anchors = plate_anchors(_car(0.0), points, intensity, [-10, 0, 0.75], GEO, LIDAR)
+    assert np.allclose(anchors[0, 1, :2], [-0.25, -0.15 + 0.52 + GROW])
+
+
+def test_a_ring_slanted_across_the_plate_top_keeps_its_width():
+    # Synthetic seed 5 (a construction vehicle's rear, 10 m): one ring rises 0.1 m per metre
+    # across an EU plate (lateral -0.26 .. 0.26, top 0.93 m) and leaves it through the top edge
+    # at lateral 0.05; the next return (0.10, 0.935 m high) is dull, as is the one before the
+    # first bright (-0.30, 0.895 m). Neither lies inside the bright returns' heights: the
+    # plate-size bound stays and holds the whole plate (the former span rule stopped at
+    # 0.05 + 1.5 * 0.05 + 0.05 = 0.175).
+    lateral = np.linspace(-0.25, 0.05, 7)
+    height = 0.90 + 0.1 * (lateral + 0.25)
+    dull_lat = np.array([0.10, -0.30])
+    dull_h = 0.90 + 0.1 * (dull_lat + 0.25)
+    points = _in_global(0.0, np.full(9, -2.1), np.r_[lateral, dull_lat], np.r_[height, dull_h])
+    intensity = np.r_[np.full(7, 255.0), 40.0, 40.0]
+    anchors = plate_anchors(_car(0.0), points, intensity, [-10, 0, 0.75], GEO, LIDAR)
+    assert np.allclose(anchors[0, 1, :2], [0.05 - 0.52 - GROW, -0.25 + 0.52 + GROW])
+    assert anchors[0, 1, 0] <= -0.26 and anchors[0, 1, 1] >= 0.26
+
+
+def test_a_face_without_plate_returns_gets_its_surface_depth():
+    # No bright return on the rear face; dull ones across the band (lateral -0.3 .. 0.3, 0.6 m
+    # high) 0.05 and 0.15 m behind it. The plate lies on that surface, in a recess of at most
+    # max_recess_m (0.1): depth 0.05 - 0.05 .. 0.15 + 0.05 + 0.1; no lateral or height bound.
+    lateral = np.linspace(-0.3, 0.3, 7)
+    forward = np.where(np.arange(7) % 2 == 0, -2.2, -2.1)
+    points = _in_global(0.0, forward, lateral, np.full(7, 0.6))
+    anchors = plate_anchors(_car(0.0), points, np.full(7, 30.0), [-10, 0, 0.75], GEO, LIDAR)
+    assert np.isnan(anchors[0, 1, :4]).all()
+    assert np.allclose(anchors[0, 1, 4:], [0.0, 0.30])
+    assert np.isnan(anchors[0, 0]).all()  # nothing on the front
+    # Three returns within 0.04 m laterally (a pole before the face) are not its surface.
+    pole = _in_global(0.0, np.full(3, -2.1), [-0.02, 0.0, 0.02], np.full(3, 0.6))
+    anchors = plate_anchors(_car(0.0), pole, np.full(3, 30.0), [-10, 0, 0.75], GEO, LIDAR)
+    assert np.isnan(anchors).all()
+    # The patch of that face: the band's width and heights, the surface's depth (0.30 thick,
+    # centred 0.15 behind the face at x = -2.25; the car stands, no time margin).
+    anchor = np.full((1, 2, 6), np.nan)
+    anchor[0, 1, 4:] = [0.0, 0.30]
+    plain, source, face = region_cuboids(_car(0.0), GEO)
+    deep, _, _ = region_cuboids(_car(0.0), GEO, plate_anchor_m=anchor)
+    rear = np.flatnonzero((source == SOURCE_PLATE) & (face < 0))[0]
+    assert np.isclose(deep.size_wlh_m[rear, 1], 0.30)
+    assert np.isclose(deep.center_m[rear, 0], -2.25 + 0.15)
+    assert np.allclose(deep.size_wlh_m[rear, [0, 2]], plain.size_wlh_m[rear, [0, 2]])
+    assert np.allclose(deep.center_m[rear, 1:], plain.center_m[rear, 1:])
 
 
 def test_returns_spread_beyond_a_plate_leave_the_band():
@@ -167,3 +227,18 @@ def test_a_track_lends_its_anchor_to_its_keyframes_without_one():
     assert lent[1].tolist() == [[False, True], [False, True], [False, False]]
     assert lent[2].tolist() == [[False, True], [False, False]]
     assert not lent[0].any()
+
+
+def test_a_moving_box_patch_is_as_thick_as_its_time_is_unsure():
+    # A car at 10 m/s: the rear patch is plate_depth_m + 2 (position_sigma_m + 10 m/s x the
+    # time's error) thick: 0.3 + 2 (0.05 + 0.5) = 1.4 m with the default 50 ms, 0.3 + 2 (0.05 +
+    # 0.2) = 0.8 m with 20 ms (a camera the beams cross in that time, ``sweep_period_s``).
+    car = _car(0.0)
+    car.velocity_mps = np.array([[10.0, 0.0]])
+    slow, source, face = region_cuboids(car, GEO, time_sigma_s=np.array([0.02]))
+    fast, _, _ = region_cuboids(car, GEO)
+    rear = np.flatnonzero((source == SOURCE_PLATE) & (face < 0))[0]
+    assert np.isclose(fast.size_wlh_m[rear, 1], 1.4)
+    assert np.isclose(slow.size_wlh_m[rear, 1], 0.8)
+    with pytest.raises(ValueError, match="sweep_period_s"):
+        GeometricConfig(sweep_period_s=-0.1)

@@ -48,36 +48,43 @@ def built(tmp_path_factory):
 
 
 def test_anonymization_covers_every_synthetic_face_and_plate_pixel(built):
-    """Issue 21: the default anonymizer (no learned faces) blurs every face and plate pixel the
+    """Issue 21: the default anonymizer (no learned faces) on the release's path (the LiDAR's
+    plate anchors included, as ``build_release`` runs it) blurs every face and plate pixel the
     generator drew, however small, with plate-sized patches: a small share of the image."""
+    from autolabel.anonymize import clip_plate_anchors
     from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
     from autolabel.synth.ground_truth_files import load_image_ground_truth
 
     cfg = AnonymizeConfig(learned_faces=False)
     nusc = open_dataset(built["dataroot"], "v1.0-mini")
-    face = plate = face_hit = plate_hit = blurred = pixels = 0
+    face = plate = face_hit = plate_hit = blurred = pixels = anchored = 0
     for name in list_clips(nusc):
         clip = read_clip(nusc, name, max_sweeps=1)
         boxes, margins, sources = anonymization_boxes(clip, built["run"] / name, cfg)
         assert sources == ["dataset annotations", "run tracks", "run detections"]
+        lidar = clip_plate_anchors(clip.frames, boxes, margins, cfg.geometric, cfg.lidar_plates)
+        assert not lidar.unreadable
         for f, frame in enumerate(clip.frames):
+            anchors = lidar.anchors[f]
+            anchored += int(np.isfinite(anchors).all(axis=2).sum())
             for channel, cam in frame.cameras.items():
                 image = cv2.imread(str(cam.path))
                 anon = anonymize_image(
-                    image, cam, boxes[f], frame.timestamp_us, cfg, None, margins[f]
+                    image, cam, boxes[f], frame.timestamp_us, cfg, None, margins[f], anchors
                 )
                 gt = load_image_ground_truth(built["dataroot"], channel, cam.token)
-                face += gt.face_mask.sum()
-                plate += gt.plate_mask.sum()
-                face_hit += (gt.face_mask & anon.mask).sum()
-                plate_hit += (gt.plate_mask & anon.mask).sum()
+                face_px, plate_px = gt.face_mask, gt.plate_mask
+                face += face_px.sum()
+                plate += plate_px.sum()
+                face_hit += (face_px & anon.mask).sum()
+                plate_hit += (plate_px & anon.mask).sum()
                 blurred += anon.mask.sum()
                 pixels += anon.mask.size
                 # Pixels change only inside the mask and its feathered fringe (at most a quarter
                 # of the largest kernel wide).
                 far = cv2.distanceTransform((~anon.mask).astype(np.uint8), cv2.DIST_L2, 3) > 66
                 assert np.array_equal(anon.image_bgr[far], image[far])
-    assert face > 0 and plate > 0
+    assert face > 0 and plate > 0 and anchored > 0
     assert face_hit == face, f"face recall {face_hit / face:.4f}"
     assert plate_hit == plate, f"plate recall {plate_hit / plate:.4f}"
     assert blurred / pixels < 0.08

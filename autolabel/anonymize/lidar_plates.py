@@ -9,9 +9,9 @@ footprint and range error allowed: on PandaSet-002 a plate 18 m away returns ove
 height). The patch
 then shrinks to that bound, grown by the box's and the returns' uncertainty; where no such return
 lies on a face (the face hidden from the LiDAR, a plate that does not reflect, a sensor without
-intensity) or where the bright returns spread wider than a plate, the whole band stays. Returns
-that span a plate's width laterally have found both its sides: the bound then reaches a firing
-spacing or so beyond them, not a plate width (``lateral_from_returns``).
+intensity) or where the bright returns spread wider than a plate, the whole band stays. A dull
+return on the face beyond the plate's returns, at a height the plate spans, bounds that side of
+the plate (``lateral_from_returns``).
 
 Reflectors beside the plate (rear lamps, side markers) sit outside the band and are not taken.
 """
@@ -29,7 +29,9 @@ from autolabel.clip import Frame
 
 #: Per box and face (0: front, 1: rear): lateral low / high, height above the box bottom low /
 #: high, and depth behind the face plane (inward, metres; negative: in front of it) low / high of
-#: the plate's bound, metres in the box frame; NaN where the face has no anchor.
+#: the plate's bound, metres in the box frame; NaN where the face has no anchor. A face without
+#: a plate's bright returns whose surface the LiDAR sees has its depth columns only (the plate
+#: lies on that surface; see ``LidarPlateConfig.surface_depth``).
 ANCHOR_COLUMNS = (
     "lateral_lo_m", "lateral_hi_m", "height_lo_m", "height_hi_m", "depth_lo_m", "depth_hi_m",
 )  # fmt: skip
@@ -49,20 +51,27 @@ class LidarPlateConfig:
             spacing near the horizon).
         margin_m: further growth on each side of the bound (a return's range error, plate frames
             that reflect less than the plate).
-        lateral_from_returns: where the bright returns span at least the narrowest plate's width
-            (less one firing spacing on both sides), the plate's sides are taken to lie within
-            ``lateral_steps`` firing spacings (plus ``margin_m``) of the outermost returns, not one
-            plate width beyond them: a spinning LiDAR's firings sweep across the whole plate, and
-            a retro-reflective plate returns bright from edge to edge, so returns that span a
-            plate's width have found both of its sides. The spacing is measured on the face (the
-            widest lateral gap between neighbouring bright returns, at least ``range_spread_rad``
-            times the range): sensors differ (PandaSet's Pandar64 fires every 0.2 degrees, the
-            synthetic LiDAR every 0.33). Narrower returns (a plate partly hidden from the LiDAR,
-            as a truck's plate behind a nearer car's mirror on PandaSet-002 keyframe 10) keep the
-            plate-size bound.
-        lateral_steps: firing spacings between a plate's side and its outermost bright return
-            (1: the next firing missed the plate; 1.5, the default, leaves every synthetic plate
-            pixel the 1-spacing bound left sharp blurred, see the README).
+        edge_intensity: returns at least this bright but below ``min_intensity`` may be a beam
+            whose footprint straddles a plate's edge (it returns part of the plate's brightness:
+            the synthetic LiDAR's plate-edge returns read 175-198): they do not anchor a plate,
+            but they are taken as the plate's for its lateral extent. Returns below it are dull:
+            they did not hit a plate.
+        lateral_from_returns: a plate's side is bounded by the first dull return beyond its
+            outermost plate return on that side (plus ``margin_m``): that return lies on the face
+            (within ``face_depth_m``, not in front of the plate's returns) at a height the plate
+            certainly spans (between its lowest and highest plate returns), so the plate, a
+            rectangle, ends before it. A side with no such return (the plate's edge hidden from
+            the LiDAR, as a truck's plate behind a nearer car's mirror on PandaSet-002 keyframe
+            10; a ring that leaves the plate through its top or bottom edge, as a ring slanted
+            across an oblique face does, so that only a plate seen by three or more rings has
+            a ring certainly inside its height) keeps the plate-size bound. The earlier rule (the
+            returns' span and spacing) took a ring leaving through the plate's top for its side,
+            and partial plate hits for dull, and left plate pixels of three synthetic plates
+            sharp (seed 5, see the README).
+        height_tolerance_m: a dull return bounds a side only when it lies this far inside the
+            plate returns' heights (a return's height is unsure by its range error times the
+            beam's elevation sine, ~0.003 m for 0.02 m of range noise, and by the sensor's
+            calibration).
     """
 
     enabled: bool = True
@@ -70,8 +79,12 @@ class LidarPlateConfig:
     face_depth_m: float = 0.3
     range_spread_rad: float = 0.0035
     margin_m: float = 0.05
+    edge_intensity: float = 100.0
     lateral_from_returns: bool = True
-    lateral_steps: float = 1.5
+    height_tolerance_m: float = 0.01
+    surface_depth: bool = True
+    surface_min_returns: int = 3
+    max_recess_m: float = 0.1
 
     def __post_init__(self) -> None:
         for name in (
@@ -79,11 +92,19 @@ class LidarPlateConfig:
             "face_depth_m",
             "range_spread_rad",
             "margin_m",
-            "lateral_steps",
+            "edge_intensity",
+            "height_tolerance_m",
+            "surface_min_returns",
+            "max_recess_m",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+        if self.edge_intensity > self.min_intensity:
+            raise ValueError(
+                f"edge_intensity: must not exceed min_intensity ({self.min_intensity!r}), "
+                f"got {self.edge_intensity!r}"
+            )
 
 
 def plate_anchors(
@@ -111,22 +132,19 @@ def plate_anchors(
     """
     n = len(boxes)
     out = np.full((n, 2, len(ANCHOR_COLUMNS)), np.nan)
-    bright = np.asarray(intensity) >= config.min_intensity
+    value = np.asarray(intensity, dtype=np.float64)
+    lit = value >= config.edge_intensity
     vehicle = np.isin(boxes.class_name, geometric.plate_classes) if n else np.zeros(0, bool)
-    if not (vehicle.any() and bright.any()):
+    if not vehicle.any():
         return out
+    rows = np.flatnonzero(vehicle)
     boxes = boxes[vehicle]
-    pts = np.asarray(points_global_m, dtype=np.float64)[bright]
-    yaw = boxes.yaw_rad
-    cos, sin = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
-    dx = pts[None, :, 0] - boxes.center_m[:, 0:1]
-    dy = pts[None, :, 1] - boxes.center_m[:, 1:2]
-    forward = cos * dx + sin * dy  # (N, B) along the box's length
-    lateral = -sin * dx + cos * dy  # (N, B) to the box's left
-    height = pts[None, :, 2] - (boxes.center_m[:, 2:3] - 0.5 * boxes.size_wlh_m[:, 2:3])
+    all_pts = np.asarray(points_global_m, dtype=np.float64)
+    pts = all_pts[lit]
+    bright = value[lit] >= config.min_intensity  # (B,) of the lit returns
     half_len = 0.5 * boxes.size_wlh_m[:, 1:2]
+    forward, lateral, height = _box_frame(boxes, pts)  # (N, B) each
     plate_w, plate_h = geometric.plate_envelope_m
-    plate_min_w = float(np.min(np.asarray(geometric.plate_sizes_m)[:, 0]))
     band_half_width = np.minimum(0.5 * plate_w, 0.4 * boxes.size_wlh_m[:, 0]) + half_len[
         :, 0
     ] * np.sin(np.radians(geometric.yaw_sigma_deg))
@@ -135,41 +153,54 @@ def plate_anchors(
         boxes.center_m - np.asarray(sensor_global_m, dtype=np.float64)[None, :], axis=1
     )
     grow = config.margin_m + spread
+    dull = None
     for face, sign in ((0, 1.0), (1, -1.0)):
         lo, hi = band_height[face]
-        on = (
+        near = (
             (np.abs(sign * forward - half_len) <= config.face_depth_m)
             & (np.abs(lateral) <= band_half_width[:, None])
             & (height >= lo - 0.5 * plate_h)
             & (height <= hi + 0.5 * plate_h)
         )
+        on = near & bright[None, :]
         found = on.any(axis=1)
-        y_lo = np.where(on, lateral, np.inf).min(axis=1)
-        y_hi = np.where(on, lateral, -np.inf).max(axis=1)
-        z_lo = np.where(on, height, np.inf).min(axis=1)
-        z_hi = np.where(on, height, -np.inf).max(axis=1)
+        y_lo = np.where(on, lateral, np.inf).min(axis=1, initial=np.inf)
+        y_hi = np.where(on, lateral, -np.inf).max(axis=1, initial=-np.inf)
+        z_lo = np.where(on, height, np.inf).min(axis=1, initial=np.inf)
+        z_hi = np.where(on, height, -np.inf).max(axis=1, initial=-np.inf)
         inward = half_len - sign * forward
-        d_lo = np.where(on, inward, np.inf).min(axis=1)
-        d_hi = np.where(on, inward, -np.inf).max(axis=1)
+        d_lo = np.where(on, inward, np.inf).min(axis=1, initial=np.inf)
+        d_hi = np.where(on, inward, -np.inf).max(axis=1, initial=-np.inf)
         # Returns spread wider or higher than a plate (a beam's footprint and range error
         # allowed) are not one plate: keep the whole band.
         one_plate = (
             found & (y_hi - y_lo <= plate_w + 2 * grow) & (z_hi - z_lo <= plate_h + 2 * grow)
         )
         lat_lo, lat_hi = y_hi - plate_w - grow, y_lo + plate_w + grow
-        if config.lateral_from_returns:
-            # The firings' spacing on the plate, measured: the widest lateral gap between its
-            # neighbouring bright returns (no less than the configured spacing); a plate's side
-            # lies within a spacing of the outermost return that hit it (the next firing missed).
-            ordered = np.sort(np.where(on, lateral, np.inf), axis=1)
-            with np.errstate(invalid="ignore"):  # inf - inf past the face's last return
-                gaps = np.diff(ordered, axis=1)
-            gaps = np.where(np.isfinite(gaps), gaps, 0.0)
-            step = np.maximum(spread, gaps.max(axis=1, initial=0.0))
-            spans = (on.sum(axis=1) >= 2) & (y_hi - y_lo >= plate_min_w - 2 * step)
-            reach = config.lateral_steps * step + config.margin_m
-            lat_lo = np.where(spans, np.maximum(lat_lo, y_lo - reach), lat_lo)
-            lat_hi = np.where(spans, np.minimum(lat_hi, y_hi + reach), lat_hi)
+        if config.lateral_from_returns and one_plate.any():
+            if dull is None:
+                dull = all_pts[~lit]
+            # The plate's returns, partial hits at its edges included (a face's lit returns
+            # within a plate's size of its bright ones).
+            touch = (
+                near
+                & (lateral >= (y_hi - plate_w - grow)[:, None])
+                & (lateral <= (y_lo + plate_w + grow)[:, None])
+                & (height >= (z_hi - plate_h - grow)[:, None])
+                & (height <= (z_lo + plate_h + grow)[:, None])
+            )
+            t_lo = np.where(touch, lateral, np.inf).min(axis=1, initial=np.inf)
+            t_hi = np.where(touch, lateral, -np.inf).max(axis=1, initial=-np.inf)
+            # Heights the plate certainly spans: between its bright returns' lowest and highest
+            # (a partial hit may be a ring grazing the plate's top or bottom edge), less the
+            # heights' noise: a single ring, level or slanted, spans none.
+            side_lo, side_hi = _dull_sides(
+                boxes, sign, np.flatnonzero(one_plate), dull, t_lo, t_hi,
+                z_lo + config.height_tolerance_m, z_hi - config.height_tolerance_m,
+                d_lo - config.margin_m, lat_lo, lat_hi, config.face_depth_m,
+            )  # fmt: skip
+            lat_lo = np.maximum(lat_lo, side_lo - config.margin_m)
+            lat_hi = np.minimum(lat_hi, side_hi + config.margin_m)
         bound = np.stack(
             [
                 lat_lo,
@@ -183,8 +214,153 @@ def plate_anchors(
             ],
             axis=1,
         )
-        out[np.flatnonzero(vehicle)[one_plate], face] = bound[one_plate]
+        out[rows[one_plate], face] = bound[one_plate]
+        if config.surface_depth:
+            # Faces without a plate's bright returns: their depth from the surface returns.
+            rest = np.flatnonzero(~one_plate)
+            s_lo, s_hi = _surface_depths(
+                boxes, sign, rest, all_pts, band_half_width, lo - 0.5 * plate_h,
+                hi + 0.5 * plate_h, config,
+            )  # fmt: skip
+            sure = rest[np.isfinite(s_lo[rest])]
+            out[rows[sure], face, 4] = s_lo[sure] - config.margin_m
+            out[rows[sure], face, 5] = s_hi[sure] + config.margin_m + config.max_recess_m
     return out
+
+
+def _surface_depths(
+    boxes: Boxes3D,
+    sign: float,
+    faces: np.ndarray,
+    points_m: np.ndarray,
+    band_half_width: np.ndarray,
+    height_lo_m: float,
+    height_hi_m: float,
+    config: LidarPlateConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per box, the depth behind the face plane (inward, metres) of the nearest and farthest
+    return on the face inside the plate band (``faces`` only; NaN elsewhere and where fewer
+    than ``config.surface_min_returns`` returns, or returns spread over less than half the band's
+    width, lie there: a pole or a pedestrian in front of the face is not its surface)."""
+    from scipy.spatial import cKDTree
+
+    n = len(boxes)
+    d_lo, d_hi = np.full(n, np.nan), np.full(n, np.nan)
+    if len(faces) == 0 or len(points_m) == 0:
+        return d_lo, d_hi
+    yaw = boxes.yaw_rad[faces]
+    half_len = 0.5 * boxes.size_wlh_m[faces, 1]
+    centre = boxes.center_m[faces, :2] + (sign * half_len)[:, None] * np.stack(
+        [np.cos(yaw), np.sin(yaw)], axis=1
+    )
+    radius = band_half_width[faces] + config.face_depth_m
+    hits = cKDTree(points_m[:, :2]).query_ball_point(centre, r=radius)
+    count = np.array([len(h) for h in hits], dtype=np.int64)
+    if count.sum() == 0:
+        return d_lo, d_hi
+    box = faces[np.repeat(np.arange(len(faces)), count)]
+    p = points_m[np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])]
+    dx = p[:, 0] - boxes.center_m[box, 0]
+    dy = p[:, 1] - boxes.center_m[box, 1]
+    c, s = np.cos(boxes.yaw_rad[box]), np.sin(boxes.yaw_rad[box])
+    inward = 0.5 * boxes.size_wlh_m[box, 1] - sign * (c * dx + s * dy)
+    lateral = -s * dx + c * dy
+    height = p[:, 2] - (boxes.center_m[box, 2] - 0.5 * boxes.size_wlh_m[box, 2])
+    ok = (
+        (np.abs(inward) <= config.face_depth_m)
+        & (np.abs(lateral) <= band_half_width[box])
+        & (height >= height_lo_m)
+        & (height <= height_hi_m)
+    )
+    box, inward, lateral = box[ok], inward[ok], lateral[ok]
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    y_lo, y_hi = np.full(n, np.inf), np.full(n, -np.inf)
+    np.minimum.at(lo, box, inward)
+    np.maximum.at(hi, box, inward)
+    np.minimum.at(y_lo, box, lateral)
+    np.maximum.at(y_hi, box, lateral)
+    many = np.bincount(box, minlength=n) >= config.surface_min_returns
+    wide = y_hi - y_lo >= band_half_width
+    sure = many & wide
+    d_lo[sure], d_hi[sure] = lo[sure], hi[sure]
+    return d_lo, d_hi
+
+
+def _box_frame(boxes: Boxes3D, points_m: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(N, P) forward, left and height above the box bottom of every point in every box's
+    frame, metres."""
+    yaw = boxes.yaw_rad
+    cos, sin = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+    dx = points_m[None, :, 0] - boxes.center_m[:, 0:1]
+    dy = points_m[None, :, 1] - boxes.center_m[:, 1:2]
+    height = points_m[None, :, 2] - (boxes.center_m[:, 2:3] - 0.5 * boxes.size_wlh_m[:, 2:3])
+    return cos * dx + sin * dy, -sin * dx + cos * dy, height
+
+
+def _dull_sides(
+    boxes: Boxes3D,
+    sign: float,
+    faces: np.ndarray,
+    dull_m: np.ndarray,
+    t_lo: np.ndarray,
+    t_hi: np.ndarray,
+    h_lo: np.ndarray,
+    h_hi: np.ndarray,
+    min_inward_m: np.ndarray,
+    lat_lo: np.ndarray,
+    lat_hi: np.ndarray,
+    face_depth_m: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per box, the lateral position of the nearest dull return beyond the plate's returns on
+    each side (low side: the highest one below ``t_lo``; -inf / +inf where none), for the boxes
+    ``faces`` (others stay unbounded).
+
+    A dull return counts when it lies on the face (within ``face_depth_m`` of its plane, no
+    nearer the sensor than ``min_inward_m`` behind it: not an occluder in front of the plate),
+    within the plate's height span ``h_lo .. h_hi`` and inside the plate-size bound
+    ``lat_lo .. lat_hi`` (farther ones say nothing more). Returns are gathered per face with a
+    KD-tree (a sweep has 10^5 of them, a face a few hundred).
+    """
+    from scipy.spatial import cKDTree
+
+    n = len(boxes)
+    side_lo, side_hi = np.full(n, -np.inf), np.full(n, np.inf)
+    if len(faces) == 0 or len(dull_m) == 0:
+        return side_lo, side_hi
+    yaw = boxes.yaw_rad[faces]
+    half_len = 0.5 * boxes.size_wlh_m[faces, 1]
+    fwd = np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
+    centre = boxes.center_m[faces, :2] + (sign * half_len)[:, None] * fwd
+    mid = 0.5 * (lat_lo[faces] + lat_hi[faces])
+    left = np.stack([-np.sin(yaw), np.cos(yaw)], axis=1)
+    centre = centre + mid[:, None] * left
+    radius = 0.5 * (lat_hi[faces] - lat_lo[faces]) + face_depth_m
+    hits = cKDTree(dull_m[:, :2]).query_ball_point(centre, r=radius)
+    count = np.array([len(h) for h in hits], dtype=np.int64)
+    if count.sum() == 0:
+        return side_lo, side_hi
+    which = np.repeat(np.arange(len(faces)), count)  # pair -> face
+    point = np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])
+    box = faces[which]
+    d = dull_m[point]
+    dx = d[:, 0] - boxes.center_m[box, 0]
+    dy = d[:, 1] - boxes.center_m[box, 1]
+    c, s = np.cos(boxes.yaw_rad[box]), np.sin(boxes.yaw_rad[box])
+    forward = c * dx + s * dy
+    lateral = -s * dx + c * dy
+    height = d[:, 2] - (boxes.center_m[box, 2] - 0.5 * boxes.size_wlh_m[box, 2])
+    inward = 0.5 * boxes.size_wlh_m[box, 1] - sign * forward
+    ok = (
+        (np.abs(inward) <= face_depth_m)
+        & (inward >= min_inward_m[box])
+        & (height >= h_lo[box])
+        & (height <= h_hi[box])
+    )
+    hi = ok & (lateral > t_hi[box]) & (lateral <= lat_hi[box])
+    lo = ok & (lateral < t_lo[box]) & (lateral >= lat_lo[box])
+    np.minimum.at(side_hi, box[hi], lateral[hi])
+    np.maximum.at(side_lo, box[lo], lateral[lo])
+    return side_lo, side_hi
 
 
 def keyframe_plate_anchors(
