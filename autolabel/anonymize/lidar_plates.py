@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from autolabel.anonymize.geometric import GeometricConfig
 from autolabel.boxes import Boxes3D
@@ -153,7 +154,8 @@ def plate_anchors(
         boxes.center_m - np.asarray(sensor_global_m, dtype=np.float64)[None, :], axis=1
     )
     grow = config.margin_m + spread
-    dull = None
+    # Bird's-eye KD-trees of the dull and of all returns, built once for both faces.
+    dull = dull_tree = all_tree = None
     for face, sign in ((0, 1.0), (1, -1.0)):
         lo, hi = band_height[face]
         near = (
@@ -180,6 +182,7 @@ def plate_anchors(
         if config.lateral_from_returns and one_plate.any():
             if dull is None:
                 dull = all_pts[~lit]
+                dull_tree = _xy_tree(dull)
             # The plate's returns, partial hits at its edges included (a face's lit returns
             # within a plate's size of its bright ones).
             touch = (
@@ -195,7 +198,7 @@ def plate_anchors(
             # (a partial hit may be a ring grazing the plate's top or bottom edge), less the
             # heights' noise: a single ring, level or slanted, spans none.
             side_lo, side_hi = _dull_sides(
-                boxes, sign, np.flatnonzero(one_plate), dull, t_lo, t_hi,
+                boxes, sign, np.flatnonzero(one_plate), dull, dull_tree, t_lo, t_hi,
                 z_lo + config.height_tolerance_m, z_hi - config.height_tolerance_m,
                 d_lo - config.margin_m, lat_lo, lat_hi, config.face_depth_m,
             )  # fmt: skip
@@ -218,8 +221,10 @@ def plate_anchors(
         if config.surface_depth:
             # Faces without a plate's bright returns: their depth from the surface returns.
             rest = np.flatnonzero(~one_plate)
+            if all_tree is None:
+                all_tree = _xy_tree(all_pts)
             s_lo, s_hi = _surface_depths(
-                boxes, sign, rest, all_pts, band_half_width, lo - 0.5 * plate_h,
+                boxes, sign, rest, all_pts, all_tree, band_half_width, lo - 0.5 * plate_h,
                 hi + 0.5 * plate_h, config,
             )  # fmt: skip
             sure = rest[np.isfinite(s_lo[rest])]
@@ -233,6 +238,7 @@ def _surface_depths(
     sign: float,
     faces: np.ndarray,
     points_m: np.ndarray,
+    tree: cKDTree | None,
     band_half_width: np.ndarray,
     height_lo_m: float,
     height_hi_m: float,
@@ -242,11 +248,9 @@ def _surface_depths(
     return on the face inside the plate band (``faces`` only; NaN elsewhere and where fewer
     than ``config.surface_min_returns`` returns, or returns spread over less than half the band's
     width, lie there: a pole or a pedestrian in front of the face is not its surface)."""
-    from scipy.spatial import cKDTree
-
     n = len(boxes)
     d_lo, d_hi = np.full(n, np.nan), np.full(n, np.nan)
-    if len(faces) == 0 or len(points_m) == 0:
+    if len(faces) == 0 or tree is None:
         return d_lo, d_hi
     yaw = boxes.yaw_rad[faces]
     half_len = 0.5 * boxes.size_wlh_m[faces, 1]
@@ -254,12 +258,11 @@ def _surface_depths(
         [np.cos(yaw), np.sin(yaw)], axis=1
     )
     radius = band_half_width[faces] + config.face_depth_m
-    hits = cKDTree(points_m[:, :2]).query_ball_point(centre, r=radius)
-    count = np.array([len(h) for h in hits], dtype=np.int64)
-    if count.sum() == 0:
+    which, point = _pairs_within(tree, centre, radius)
+    if len(point) == 0:
         return d_lo, d_hi
-    box = faces[np.repeat(np.arange(len(faces)), count)]
-    p = points_m[np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])]
+    box = faces[which]
+    p = points_m[point]
     dx = p[:, 0] - boxes.center_m[box, 0]
     dy = p[:, 1] - boxes.center_m[box, 1]
     c, s = np.cos(boxes.yaw_rad[box]), np.sin(boxes.yaw_rad[box])
@@ -286,6 +289,24 @@ def _surface_depths(
     return d_lo, d_hi
 
 
+def _xy_tree(points_m: np.ndarray) -> cKDTree | None:
+    """A KD-tree of the points' (x, y) (metres), or None without points."""
+    return cKDTree(points_m[:, :2]) if len(points_m) else None
+
+
+def _pairs_within(
+    tree: cKDTree, centre_m: np.ndarray, radius_m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query, point) index pairs of the tree's points within ``radius_m`` (Q,) of each of the
+    ``centre_m`` (Q, 2) in bird's-eye view."""
+    hits = tree.query_ball_point(centre_m, r=radius_m)
+    count = np.array([len(h) for h in hits], dtype=np.int64)
+    if count.sum() == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    point = np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])
+    return np.repeat(np.arange(len(hits)), count), point
+
+
 def _box_frame(boxes: Boxes3D, points_m: np.ndarray) -> tuple[np.ndarray, ...]:
     """(N, P) forward, left and height above the box bottom of every point in every box's
     frame, metres."""
@@ -302,6 +323,7 @@ def _dull_sides(
     sign: float,
     faces: np.ndarray,
     dull_m: np.ndarray,
+    tree: cKDTree | None,
     t_lo: np.ndarray,
     t_hi: np.ndarray,
     h_lo: np.ndarray,
@@ -321,11 +343,9 @@ def _dull_sides(
     ``lat_lo .. lat_hi`` (farther ones say nothing more). Returns are gathered per face with a
     KD-tree (a sweep has 10^5 of them, a face a few hundred).
     """
-    from scipy.spatial import cKDTree
-
     n = len(boxes)
     side_lo, side_hi = np.full(n, -np.inf), np.full(n, np.inf)
-    if len(faces) == 0 or len(dull_m) == 0:
+    if len(faces) == 0 or tree is None:
         return side_lo, side_hi
     yaw = boxes.yaw_rad[faces]
     half_len = 0.5 * boxes.size_wlh_m[faces, 1]
@@ -335,12 +355,9 @@ def _dull_sides(
     left = np.stack([-np.sin(yaw), np.cos(yaw)], axis=1)
     centre = centre + mid[:, None] * left
     radius = 0.5 * (lat_hi[faces] - lat_lo[faces]) + face_depth_m
-    hits = cKDTree(dull_m[:, :2]).query_ball_point(centre, r=radius)
-    count = np.array([len(h) for h in hits], dtype=np.int64)
-    if count.sum() == 0:
+    which, point = _pairs_within(tree, centre, radius)
+    if len(point) == 0:
         return side_lo, side_hi
-    which = np.repeat(np.arange(len(faces)), count)  # pair -> face
-    point = np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])
     box = faces[which]
     d = dull_m[point]
     dx = d[:, 0] - boxes.center_m[box, 0]
