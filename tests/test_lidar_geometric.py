@@ -456,3 +456,17 @@ def test_a_kerb_beside_a_car_leaves_its_box_alone():
     plain = detect_boxes_ego(points, LidarGeometricConfig(), sensor[:2])
     assert plain.size_wlh_m[0, 0] > 2.05
     assert plain.center_m[0, 1] < 3.85
+
+
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"split_classes": ("lorry",)}, "split_classes"),
+        ({"scan_link_classes": ("lorry",)}, "scan_link_classes"),
+        ({"split_share": 0.0}, "split_share"),
+        ({"min_cell_top_m": -0.1}, "min_cell_top_m"),
+    ],
+)
+def test_bad_options_are_named(options, key):
+    with pytest.raises(ValueError, match=key):
+        LidarGeometricConfig(**options)
