@@ -55,3 +55,21 @@ def test_car_tracks_reach_the_amota_floor(pandaset_run):
     _, track = pandaset_run
     assert track["label_metrics"]["amota"]["car"] >= 0.5
     assert track["metrics"]["amota"] >= 0.105
+
+
+def test_cutting_cluster_overhangs_and_kerbs_finds_more_cars(tmp_path):
+    # With the opt-in cuts (returns above a gap in their cluster; cells whose returns all lie
+    # below 0.4 m) the detector alone reaches car AP 0.508 (0.452 without, the floor above).
+    root = realdata_dir(PANDASET)
+    nusc = open_dataset(root, PANDASET_VERSION)
+    (scene,) = list_clips(nusc)
+    clip = read_clip(nusc, scene)
+    detector = get_detector("lidar", {"cluster_overhangs": True, "min_cell_top_m": 0.4})
+    boxes = detector.detect_clip(clip)
+    tokens = [f.token for f in clip.frames]
+    write_detection_submission(
+        tmp_path / scene / "labels/detection.json", tokens, boxes, detector.meta
+    )
+    det = evaluate_detection(tmp_path, root, PANDASET_VERSION, nusc=nusc, render_curves=False)
+    assert det["mean_dist_aps"]["car"] >= 0.49
+    assert det["label_tp_errors"]["car"]["orient_err"] <= 0.5
