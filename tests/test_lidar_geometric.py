@@ -16,7 +16,10 @@ from detectors.lidar_geometric import (
     LidarGeometricConfig,
     LidarGeometricDetector,
     accept_joins,
+    accept_splits,
+    below_first_gap,
     below_overhangs,
+    cell_tops_m,
     cluster_labels,
     detect_boxes_ego,
     estimate_ground,
@@ -373,3 +376,97 @@ def test_a_join_stands_only_where_it_makes_one_car():
     # Without classes allowed to join, nothing is joined.
     none = accept_joins(xy, height, piece, joined, LidarGeometricConfig(scan_link_classes=()))
     np.testing.assert_array_equal(none, piece)
+
+
+def _l_shape(x0: float, y0: float, length: float, width: float, n: int = 16) -> np.ndarray:
+    """Points on a rectangle's near side (along x at y0) and near end (along y at x0), metres."""
+    side = np.column_stack([np.linspace(x0, x0 + length, n), np.full(n, y0)])
+    end = np.column_stack([np.full(n // 2, x0), np.linspace(y0 + 0.1, y0 + width, n // 2)])
+    return np.concatenate([side, end])
+
+
+def test_a_large_or_unexplained_cluster_splits_only_into_cars():
+    # Two parked 4.6 x 1.9 m cars, 1.5 m tall, 0.6 m apart end to end (one cluster 9.8 m long);
+    # a truck's 2.0 x 2.5 m cab (2.8 m tall) 0.6 m before its 6.0 x 2.5 m box (3.5 m tall); a
+    # 12 m hedge line, 1.2 m tall, 0.6 m short of a car. Each group is one cluster of ``labels``
+    # and its parts are the pieces of ``tight``.
+    cars = [_l_shape(30.0, 8.0, 4.6, 1.9), _l_shape(35.2, 8.0, 4.6, 1.9)]
+    truck = [_l_shape(10.0, -6.0, 2.0, 2.5), _l_shape(12.6, -6.0, 6.0, 2.5)]
+    hedge = np.column_stack([np.linspace(-20.0, -8.0, 40), np.full(40, 5.0)])
+    pieces = [*cars, *truck, hedge, _l_shape(-7.4, 5.0, 4.6, 1.9)]
+    heights = [1.5, 1.5, 2.8, 3.5, 1.2, 1.5]
+    xy = np.concatenate(pieces)
+    height = np.concatenate([np.full(len(p), h) for p, h in zip(pieces, heights, strict=True)])
+    tight = np.repeat(np.arange(6), [len(p) for p in pieces])
+    labels = np.array([0, 0, 1, 1, 2, 2])[tight]
+    split = accept_splits(xy, height, labels, tight, LidarGeometricConfig(split_classes=("car",)))
+    # The car pair (9.8 x 1.9 x 1.5 m) is best a bus (cost 7.0: length (log(9.8 / 10.96) /
+    # 0.4)^2 = 0.08, height (log(1.5 / 3.47) / 0.35)^2 = 5.7, width 1.2), a large vehicle whose
+    # pieces are best cars (0.16 each): two clusters. The hedge and car (19.2 m) are no class
+    # (best a trailer at 13.9 > 12); the car piece holds 24 of 64 points (>= 25 %): the group
+    # splits too. The truck (best a bus, 0.5) stays one: its cab is best a construction vehicle
+    # (6.4; as a car 2.5 m long (log(2.5 / 4.61) / 0.4)^2 = 2.3, 2.8 m tall (log(2.8 / 1.72) /
+    # 0.2)^2 = 5.9: 8.3), its box one too.
+    pairs = set(zip(split.tolist(), tight.tolist(), strict=True))
+    assert len({a for a, b in pairs if b in (0, 1)}) == 2
+    assert len({a for a, b in pairs if b in (4, 5)}) == 2
+    assert len({a for a, b in pairs if b in (2, 3)}) == 1
+    assert len(set(split.tolist())) == 5
+    # Off (no classes to split into, the default): the clusters stay as they are.
+    np.testing.assert_array_equal(
+        accept_splits(xy, height, labels, tight, LidarGeometricConfig()), labels
+    )
+
+
+def test_returns_above_a_gap_in_their_cluster_are_dropped():
+    # Cluster 0: a car's side from 0.3 to 1.5 m and a sign's returns at 2.7 and 2.8 m (1.2 m gap).
+    # Cluster 1: a truck's steps of 0.5 m up to 2.8 m (no gap of 0.6 m): all kept. The gap is
+    # per point (the upper one decides): 1.5 m at the sign's returns keeps them.
+    group = np.r_[np.zeros(7, dtype=np.int64), np.ones(6, dtype=np.int64)]
+    height = np.array([1.5, 0.3, 2.8, 0.7, 1.1, 2.7, 1.3, 0.3, 0.8, 1.3, 1.8, 2.3, 2.8])
+    keep = below_first_gap(group, height, 0.6)
+    np.testing.assert_array_equal(keep, [True, True, False, True, True, False] + [True] * 7)
+    wide = np.where(height > 2.5, 1.5, 0.6)
+    assert below_first_gap(group, height, wide).all()
+
+
+def test_cell_tops_are_the_highest_return_per_cell():
+    # Cells of 0.3 m: (0.1, 0.1) and (0.2, 0.25) share cell (0, 0); (1.0, 1.0) is alone.
+    xy = np.array([[0.1, 0.1], [0.2, 0.25], [1.0, 1.0]])
+    np.testing.assert_allclose(cell_tops_m(xy, np.array([0.3, 1.0, 0.35]), 0.3), [1.0, 1.0, 0.35])
+
+
+def test_a_kerb_beside_a_car_leaves_its_box_alone():
+    # A 4.5 x 1.9 x 1.6 m car at (12, 4) and a kerb 0.32 m tall (its returns 0.07 m above the
+    # 0.25 m clearance) along its near side 0.1 m away.
+    sensor = np.array([0.94, 0.0, 1.84])
+    scene = Boxes3D(
+        center_m=[[12.0, 4.0, 0.8], [12.0, 2.85, 0.16]],
+        size_wlh_m=[[1.9, 4.5, 1.6], [0.2, 10.0, 0.32]],
+        yaw_rad=[0.0, 0.0],
+        frame="ego",
+    )
+    points = ray_cast(scene, sensor)
+    fixed = detect_boxes_ego(points, LidarGeometricConfig(min_cell_top_m=0.4), sensor[:2])
+    assert fixed.class_name.tolist() == ["car"]
+    # The car's seen faces only: its typical width (1.95 m) grown away from the sensor.
+    assert fixed.size_wlh_m[0, 0] == pytest.approx(1.95)
+    assert np.hypot(*(fixed.center_m[0, :2] - [12.0, 4.0])) < 0.1
+    # Without the cell test the kerb's returns join the car: its box reaches over the kerb.
+    plain = detect_boxes_ego(points, LidarGeometricConfig(), sensor[:2])
+    assert plain.size_wlh_m[0, 0] > 2.05
+    assert plain.center_m[0, 1] < 3.85
+
+
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"split_classes": ("lorry",)}, "split_classes"),
+        ({"scan_link_classes": ("lorry",)}, "scan_link_classes"),
+        ({"split_share": 0.0}, "split_share"),
+        ({"min_cell_top_m": -0.1}, "min_cell_top_m"),
+    ],
+)
+def test_bad_options_are_named(options, key):
+    with pytest.raises(ValueError, match=key):
+        LidarGeometricConfig(**options)
