@@ -16,9 +16,7 @@ Per keyframe, in the ego frame:
    gaps that grow with range (returns thin out with distance); optionally (``scan_link_grazing_deg``)
    also returns that follow one another along a beam of the keyframe sweep as a surface seen at
    a grazing angle leaves them (a far car's long side), where a return between them (the ground
-   between two parked cars) keeps two objects apart, and the join makes one car; optionally
-   (``split_classes``) a cluster no class explains or a large vehicle's is replaced by its
-   8-neighbour pieces where one of them is a car (two parked cars end to end, a car by a hedge);
+   between two parked cars) keeps two objects apart, and the join makes one car;
 4. boxes: an oriented rectangle per cluster by L-shape search (the heading that maximises the
    closeness criterion of Zhang et al., "Efficient L-Shape Fitting for Vehicle Detection Using
    Laser Scanners", 2017), height from the ground to the highest point;
@@ -130,17 +128,6 @@ class LidarGeometricConfig:
         scan_link_max_m: ... but never across more than this.
         scan_link_classes: ... and keep a cluster so joined only where its best class is one of
             these (``accept_joins``): rows of barriers or parked cars must not become walls.
-        split_classes: a cluster no class explains, or one best explained as a large vehicle,
-            is replaced by its pieces under 8-neighbour linking where one of them is best
-            explained as one of these classes (``accept_splits``): the link radius that keeps a
-            far car together also bridges the gap to the car parked behind it or the hedge
-            beside it. Empty (the default): off. Off because on PandaSet-002 (8-neighbour
-            pieces, ``("car",)``) it lifted the detector's own car AP 0.452 -> 0.477 (cars
-            recovered from merges, per keyframe 327 -> 346 of the cars with returns) but the
-            refined chain's car AP fell 0.591 -> 0.545 (mAP 0.223 -> 0.217): a moving car whose
-            detections did not change lost its refined track for 9 keyframes, so the downstream
-            chain, not the split boxes, decides that figure. Seed 5 (tuning): mAP 0.416 -> 0.416.
-        split_share: ... and that piece holds at least this share of the cluster's points.
         cluster_overhangs: per cluster as per cell, returns above an empty height band
             (``overhang_gap_m``, growing with range) are dropped (``below_first_gap``): one to
             three returns of a sign or branch over a car's roof, in cells with nothing under
@@ -193,21 +180,16 @@ class LidarGeometricConfig:
     scan_link_grazing_deg: float = 0.0
     scan_link_max_m: float = 2.0
     scan_link_classes: tuple[str, ...] = ("car",)
-    split_classes: tuple[str, ...] = ()
     cluster_overhangs: bool = True
     min_cell_top_m: float = 0.0
-    split_share: float = 0.25
 
     def __post_init__(self) -> None:
-        for key in ("scan_link_classes", "split_classes"):
-            setattr(self, key, tuple(getattr(self, key)))
-            unknown = [c for c in getattr(self, key) if c not in CLASS_INDEX]
-            if unknown:
-                raise ValueError(f"{key}: unknown classes {unknown}")
+        self.scan_link_classes = tuple(self.scan_link_classes)
+        unknown = [c for c in self.scan_link_classes if c not in CLASS_INDEX]
+        if unknown:
+            raise ValueError(f"scan_link_classes: unknown classes {unknown}")
         if self.min_cell_top_m < 0:
             raise ValueError(f"min_cell_top_m: must be >= 0, got {self.min_cell_top_m}")
-        if not 0 < self.split_share <= 1:
-            raise ValueError(f"split_share: must be in (0, 1], got {self.split_share}")
         if self.num_sweeps < 1:
             raise ValueError(f"num_sweeps: must be >= 1, got {self.num_sweeps}")
         if self.min_points < 1:
@@ -528,78 +510,6 @@ def accept_joins(
     return np.unique(merged, return_inverse=True)[1].ravel().astype(np.int64)
 
 
-def _best_classes(
-    xy_m: np.ndarray, height_m: np.ndarray, labels: np.ndarray, config: LidarGeometricConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per cluster of ``labels`` (ascending ids): its best class by ``size_cost`` (no headroom),
-    that class's cost, and its point count."""
-    ids, rects, order = fit_rectangles(xy_m, labels, config.angle_step_deg, config.edge_tolerance_m)
-    starts = np.searchsorted(labels[order], ids)
-    top_height = np.maximum.reduceat(height_m[order], starts)
-    cost = np.minimum(
-        size_cost(rects[:, 2], rects[:, 3], top_height, config.thin_extent_m),
-        size_cost(rects[:, 3], rects[:, 2], top_height, config.thin_extent_m),
-    )
-    best = np.argmin(cost, axis=1)
-    return ids, best, cost[np.arange(len(ids)), best], np.diff(np.append(starts, len(labels)))
-
-
-#: Classes whose size a few touching small objects can also take (two parked cars end to end,
-#: a car against a hedge): such a cluster is tried as its tighter pieces.
-_LARGE_CLASSES = ("truck", "bus", "trailer", "construction_vehicle")
-
-
-def accept_splits(
-    xy_m: np.ndarray,
-    height_m: np.ndarray,
-    labels: np.ndarray,
-    tight: np.ndarray,
-    config: LidarGeometricConfig,
-) -> np.ndarray:
-    """(P,) cluster labels: ``labels``, except that a cluster no class explains, or one best
-    explained as a large vehicle, is replaced by its pieces in ``tight`` where one of them,
-    holding ``split_share`` of its points or more, is best explained as one of
-    ``config.split_classes``.
-
-    The link radius that keeps a far car's thinned-out returns together also bridges the gap
-    between it and the car parked behind it or the hedge beside it; the 8-neighbour grid
-    (``tight``, each cluster a union of its pieces) keeps those apart. A truck's pieces (cab,
-    box) are taller than a car, so they do not turn into cars.
-
-    Args:
-        xy_m, height_m: (P, 2) points (ego frame) and their heights above the ground, metres.
-        labels: (P,) clusters; tight: (P,) their pieces under 8-neighbour linking.
-        config: detector options (rectangle search, size cost, ``split_classes``).
-    """
-    if not config.split_classes or len(labels) == 0:
-        return labels
-    n_tight = int(tight.max()) + 1
-    parent_of_piece = np.zeros(n_tight, dtype=np.int64)
-    parent_of_piece[tight] = labels
-    pieces_per_parent = np.bincount(parent_of_piece[np.unique(tight)], minlength=labels.max() + 1)
-    candidate = pieces_per_parent[labels] > 1
-    if not candidate.any():
-        return labels
-    xy_c, h_c = xy_m[candidate], height_m[candidate]
-    ids, best, best_cost, _ = _best_classes(xy_c, h_c, labels[candidate], config)
-    large = np.isin(best, _class_indices(_LARGE_CLASSES))
-    may_split = np.zeros(labels.max() + 1, dtype=bool)
-    may_split[ids[large | (best_cost > config.max_class_cost)]] = True
-    piece_ids, piece_best, piece_cost, piece_n = _best_classes(xy_c, h_c, tight[candidate], config)
-    parent = parent_of_piece[piece_ids]
-    parent_n = np.bincount(labels)[parent]
-    good = (
-        np.isin(piece_best, _class_indices(config.split_classes))
-        & (piece_cost <= config.max_class_cost)
-        & (piece_n >= np.maximum(config.min_points, config.split_share * parent_n))
-    )
-    split = np.zeros(labels.max() + 1, dtype=bool)
-    split[parent[good]] = True
-    split &= may_split
-    merged = np.where(split[labels], labels.max() + 1 + tight, labels)
-    return np.unique(merged, return_inverse=True)[1].ravel().astype(np.int64)
-
-
 def _class_indices(names: Sequence[str]) -> np.ndarray:
     return np.array([CLASS_INDEX[n] for n in names], dtype=np.int64)
 
@@ -760,9 +670,6 @@ def _detect_clusters(
         # (a branch tip or sign over a car's roof, in a cell with nothing below it).
         below = below_first_gap(labels, height, gap_m)
         points, height, labels = points[below], height[below], labels[below]
-    if config.split_classes:
-        tight = cluster_labels(points[:, :2], config.max_range_m, config.cluster_cell_m, 0.0, 0.0)
-        labels = accept_splits(points[:, :2], height, labels, tight, config)
     counts = np.bincount(labels)
     big = counts[labels] >= config.min_points
     points, height, labels = points[big], height[big], labels[big]

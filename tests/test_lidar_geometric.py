@@ -16,7 +16,6 @@ from detectors.lidar_geometric import (
     LidarGeometricConfig,
     LidarGeometricDetector,
     accept_joins,
-    accept_splits,
     below_first_gap,
     below_overhangs,
     cell_tops_m,
@@ -378,46 +377,6 @@ def test_a_join_stands_only_where_it_makes_one_car():
     np.testing.assert_array_equal(none, piece)
 
 
-def _l_shape(x0: float, y0: float, length: float, width: float, n: int = 16) -> np.ndarray:
-    """Points on a rectangle's near side (along x at y0) and near end (along y at x0), metres."""
-    side = np.column_stack([np.linspace(x0, x0 + length, n), np.full(n, y0)])
-    end = np.column_stack([np.full(n // 2, x0), np.linspace(y0 + 0.1, y0 + width, n // 2)])
-    return np.concatenate([side, end])
-
-
-def test_a_large_or_unexplained_cluster_splits_only_into_cars():
-    # Two parked 4.6 x 1.9 m cars, 1.5 m tall, 0.6 m apart end to end (one cluster 9.8 m long);
-    # a truck's 2.0 x 2.5 m cab (2.8 m tall) 0.6 m before its 6.0 x 2.5 m box (3.5 m tall); a
-    # 12 m hedge line, 1.2 m tall, 0.6 m short of a car. Each group is one cluster of ``labels``
-    # and its parts are the pieces of ``tight``.
-    cars = [_l_shape(30.0, 8.0, 4.6, 1.9), _l_shape(35.2, 8.0, 4.6, 1.9)]
-    truck = [_l_shape(10.0, -6.0, 2.0, 2.5), _l_shape(12.6, -6.0, 6.0, 2.5)]
-    hedge = np.column_stack([np.linspace(-20.0, -8.0, 40), np.full(40, 5.0)])
-    pieces = [*cars, *truck, hedge, _l_shape(-7.4, 5.0, 4.6, 1.9)]
-    heights = [1.5, 1.5, 2.8, 3.5, 1.2, 1.5]
-    xy = np.concatenate(pieces)
-    height = np.concatenate([np.full(len(p), h) for p, h in zip(pieces, heights, strict=True)])
-    tight = np.repeat(np.arange(6), [len(p) for p in pieces])
-    labels = np.array([0, 0, 1, 1, 2, 2])[tight]
-    split = accept_splits(xy, height, labels, tight, LidarGeometricConfig(split_classes=("car",)))
-    # The car pair (9.8 x 1.9 x 1.5 m) is best a bus (cost 7.0: length (log(9.8 / 10.96) /
-    # 0.4)^2 = 0.08, height (log(1.5 / 3.47) / 0.35)^2 = 5.7, width 1.2), a large vehicle whose
-    # pieces are best cars (0.16 each): two clusters. The hedge and car (19.2 m) are no class
-    # (best a trailer at 13.9 > 12); the car piece holds 24 of 64 points (>= 25 %): the group
-    # splits too. The truck (best a bus, 0.5) stays one: its cab is best a construction vehicle
-    # (6.4; as a car 2.5 m long (log(2.5 / 4.61) / 0.4)^2 = 2.3, 2.8 m tall (log(2.8 / 1.72) /
-    # 0.2)^2 = 5.9: 8.3), its box one too.
-    pairs = set(zip(split.tolist(), tight.tolist(), strict=True))
-    assert len({a for a, b in pairs if b in (0, 1)}) == 2
-    assert len({a for a, b in pairs if b in (4, 5)}) == 2
-    assert len({a for a, b in pairs if b in (2, 3)}) == 1
-    assert len(set(split.tolist())) == 5
-    # Off (no classes to split into, the default): the clusters stay as they are.
-    np.testing.assert_array_equal(
-        accept_splits(xy, height, labels, tight, LidarGeometricConfig()), labels
-    )
-
-
 def test_returns_above_a_gap_in_their_cluster_are_dropped():
     # Cluster 0: a car's side from 0.3 to 1.5 m and a sign's returns at 2.7 and 2.8 m (1.2 m gap).
     # Cluster 1: a truck's steps of 0.5 m up to 2.8 m (no gap of 0.6 m): all kept. The gap is
@@ -461,9 +420,7 @@ def test_a_kerb_beside_a_car_leaves_its_box_alone():
 @pytest.mark.parametrize(
     ("options", "key"),
     [
-        ({"split_classes": ("lorry",)}, "split_classes"),
         ({"scan_link_classes": ("lorry",)}, "scan_link_classes"),
-        ({"split_share": 0.0}, "split_share"),
         ({"min_cell_top_m": -0.1}, "min_cell_top_m"),
     ],
 )
