@@ -252,23 +252,10 @@ def _surface_depths(
     d_lo, d_hi = np.full(n, np.nan), np.full(n, np.nan)
     if len(faces) == 0 or tree is None:
         return d_lo, d_hi
-    yaw = boxes.yaw_rad[faces]
-    half_len = 0.5 * boxes.size_wlh_m[faces, 1]
-    centre = boxes.center_m[faces, :2] + (sign * half_len)[:, None] * np.stack(
-        [np.cos(yaw), np.sin(yaw)], axis=1
-    )
     radius = band_half_width[faces] + config.face_depth_m
-    which, point = _pairs_within(tree, centre, radius)
-    if len(point) == 0:
-        return d_lo, d_hi
-    box = faces[which]
-    p = points_m[point]
-    dx = p[:, 0] - boxes.center_m[box, 0]
-    dy = p[:, 1] - boxes.center_m[box, 1]
-    c, s = np.cos(boxes.yaw_rad[box]), np.sin(boxes.yaw_rad[box])
-    inward = 0.5 * boxes.size_wlh_m[box, 1] - sign * (c * dx + s * dy)
-    lateral = -s * dx + c * dy
-    height = p[:, 2] - (boxes.center_m[box, 2] - 0.5 * boxes.size_wlh_m[box, 2])
+    box, inward, lateral, height = _face_returns(
+        boxes, sign, faces, points_m, tree, np.zeros(len(faces)), radius
+    )
     ok = (
         (np.abs(inward) <= config.face_depth_m)
         & (np.abs(lateral) <= band_half_width[box])
@@ -305,6 +292,37 @@ def _pairs_within(
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     point = np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])
     return np.repeat(np.arange(len(hits)), count), point
+
+
+def _face_returns(
+    boxes: Boxes3D,
+    sign: float,
+    faces: np.ndarray,
+    points_m: np.ndarray,
+    tree: cKDTree,
+    lateral_m: np.ndarray,
+    radius_m: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """The ``points_m`` (global, the ``tree``'s) within ``radius_m`` (bird's-eye) of each face's
+    point ``lateral_m`` to the left of its centre (``faces``: box indices; ``sign`` 1 the front,
+    -1 the rear), as (M,) box, depth behind the face plane (inward), lateral and height above
+    the box bottom, metres."""
+    yaw = boxes.yaw_rad[faces]
+    half_len = 0.5 * boxes.size_wlh_m[faces, 1]
+    centre = (
+        boxes.center_m[faces, :2]
+        + (sign * half_len)[:, None] * np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
+        + lateral_m[:, None] * np.stack([-np.sin(yaw), np.cos(yaw)], axis=1)
+    )
+    which, point = _pairs_within(tree, centre, radius_m)
+    box = faces[which]
+    p = points_m[point]
+    dx = p[:, 0] - boxes.center_m[box, 0]
+    dy = p[:, 1] - boxes.center_m[box, 1]
+    c, s = np.cos(boxes.yaw_rad[box]), np.sin(boxes.yaw_rad[box])
+    inward = 0.5 * boxes.size_wlh_m[box, 1] - sign * (c * dx + s * dy)
+    height = p[:, 2] - (boxes.center_m[box, 2] - 0.5 * boxes.size_wlh_m[box, 2])
+    return box, inward, -s * dx + c * dy, height
 
 
 def _box_frame(boxes: Boxes3D, points_m: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -347,26 +365,9 @@ def _dull_sides(
     side_lo, side_hi = np.full(n, -np.inf), np.full(n, np.inf)
     if len(faces) == 0 or tree is None:
         return side_lo, side_hi
-    yaw = boxes.yaw_rad[faces]
-    half_len = 0.5 * boxes.size_wlh_m[faces, 1]
-    fwd = np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
-    centre = boxes.center_m[faces, :2] + (sign * half_len)[:, None] * fwd
     mid = 0.5 * (lat_lo[faces] + lat_hi[faces])
-    left = np.stack([-np.sin(yaw), np.cos(yaw)], axis=1)
-    centre = centre + mid[:, None] * left
     radius = 0.5 * (lat_hi[faces] - lat_lo[faces]) + face_depth_m
-    which, point = _pairs_within(tree, centre, radius)
-    if len(point) == 0:
-        return side_lo, side_hi
-    box = faces[which]
-    d = dull_m[point]
-    dx = d[:, 0] - boxes.center_m[box, 0]
-    dy = d[:, 1] - boxes.center_m[box, 1]
-    c, s = np.cos(boxes.yaw_rad[box]), np.sin(boxes.yaw_rad[box])
-    forward = c * dx + s * dy
-    lateral = -s * dx + c * dy
-    height = d[:, 2] - (boxes.center_m[box, 2] - 0.5 * boxes.size_wlh_m[box, 2])
-    inward = 0.5 * boxes.size_wlh_m[box, 1] - sign * forward
+    box, inward, lateral, height = _face_returns(boxes, sign, faces, dull_m, tree, mid, radius)
     ok = (
         (np.abs(inward) <= face_depth_m)
         & (inward >= min_inward_m[box])
