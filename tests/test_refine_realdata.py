@@ -75,9 +75,9 @@ def test_refined_tracks_beat_the_online_chain_on_pandaset(pandaset_chains, tmp_p
     assert len(present) == 7
     assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.225
     assert after["mean_dist_aps"]["pedestrian"] >= 0.05
-    # Tracks per ground-truth object: 3.6 before, 1.00 after (1.03 without joining fragments:
-    # 3 joined, each a parked car or a pedestrian split where the detector changed its class).
+    # Tracks per ground-truth object: 2.9 before (284 for 99), 1.00 after (1.03 without joining
+    # fragments: 3 joined, each a parked car or a pedestrian split where the detector changed
+    # its class).
     objects = len({t for f in clip.frames for t in f.ground_truth.boxes.track_id})
-    assert summary.tracks_in > 3 * objects
+    assert summary.tracks_out <= 1.1 * objects < 0.5 * summary.tracks_in
     assert summary.joined >= 2
-    assert summary.tracks_out <= 1.1 * objects
