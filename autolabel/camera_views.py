@@ -132,7 +132,7 @@ def _cell_keys(cell_x: np.ndarray, cell_y: np.ndarray) -> np.ndarray:
     return (cell_x << 32) + (cell_y + (1 << 31))
 
 
-def _pairs_in_squares(
+def pairs_in_squares(
     points_xy: np.ndarray, centres_xy: np.ndarray, radius_m: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(owner, point) pairs of each (N, 2) centre with the (P, 2) points in the grid cells that
@@ -183,7 +183,7 @@ def object_points_global(
     # Candidates: the returns in grid cells that each box's circumscribed square meets (the
     # exact test below keeps what a KD-tree's circle query then that test kept, at a third of
     # its cost: most returns of a street scene lie near some box).
-    owner, point = _pairs_in_squares(points[:, :2], boxes.center_m[:, :2], radius)
+    owner, point = pairs_in_squares(points[:, :2], boxes.center_m[:, :2], radius)
     if len(owner) == 0:
         return empty, empty
     d = points[point] - boxes.center_m[owner]

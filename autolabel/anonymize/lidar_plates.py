@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from autolabel.anonymize.geometric import GeometricConfig
 from autolabel.boxes import Boxes3D
+from autolabel.camera_views import pairs_in_squares
 from autolabel.clip import Frame
 
 #: Per box and face (0: front, 1: rear): lateral low / high, height above the box bottom low /
@@ -154,8 +154,7 @@ def plate_anchors(
         boxes.center_m - np.asarray(sensor_global_m, dtype=np.float64)[None, :], axis=1
     )
     grow = config.margin_m + spread
-    # Bird's-eye KD-trees of the dull and of all returns, built once for both faces.
-    dull = dull_tree = all_tree = None
+    dull = None
     for face, sign in ((0, 1.0), (1, -1.0)):
         lo, hi = band_height[face]
         near = (
@@ -182,7 +181,6 @@ def plate_anchors(
         if config.lateral_from_returns and one_plate.any():
             if dull is None:
                 dull = all_pts[~lit]
-                dull_tree = _xy_tree(dull)
             # The plate's returns, partial hits at its edges included (a face's lit returns
             # within a plate's size of its bright ones).
             touch = (
@@ -198,7 +196,7 @@ def plate_anchors(
             # (a partial hit may be a ring grazing the plate's top or bottom edge), less the
             # heights' noise: a single ring, level or slanted, spans none.
             side_lo, side_hi = _dull_sides(
-                boxes, sign, np.flatnonzero(one_plate), dull, dull_tree, t_lo, t_hi,
+                boxes, sign, np.flatnonzero(one_plate), dull, t_lo, t_hi,
                 z_lo + config.height_tolerance_m, z_hi - config.height_tolerance_m,
                 d_lo - config.margin_m, lat_lo, lat_hi, config.face_depth_m,
             )  # fmt: skip
@@ -221,10 +219,8 @@ def plate_anchors(
         if config.surface_depth:
             # Faces without a plate's bright returns: their depth from the surface returns.
             rest = np.flatnonzero(~one_plate)
-            if all_tree is None:
-                all_tree = _xy_tree(all_pts)
             s_lo, s_hi = _surface_depths(
-                boxes, sign, rest, all_pts, all_tree, band_half_width, lo - 0.5 * plate_h,
+                boxes, sign, rest, all_pts, band_half_width, lo - 0.5 * plate_h,
                 hi + 0.5 * plate_h, config,
             )  # fmt: skip
             sure = rest[np.isfinite(s_lo[rest])]
@@ -238,7 +234,6 @@ def _surface_depths(
     sign: float,
     faces: np.ndarray,
     points_m: np.ndarray,
-    tree: cKDTree | None,
     band_half_width: np.ndarray,
     height_lo_m: float,
     height_hi_m: float,
@@ -250,11 +245,11 @@ def _surface_depths(
     width, lie there: a pole or a pedestrian in front of the face is not its surface)."""
     n = len(boxes)
     d_lo, d_hi = np.full(n, np.nan), np.full(n, np.nan)
-    if len(faces) == 0 or tree is None:
+    if len(faces) == 0 or len(points_m) == 0:
         return d_lo, d_hi
     radius = band_half_width[faces] + config.face_depth_m
     box, inward, lateral, height = _face_returns(
-        boxes, sign, faces, points_m, tree, np.zeros(len(faces)), radius
+        boxes, sign, faces, points_m, np.zeros(len(faces)), radius
     )
     ok = (
         (np.abs(inward) <= config.face_depth_m)
@@ -276,34 +271,15 @@ def _surface_depths(
     return d_lo, d_hi
 
 
-def _xy_tree(points_m: np.ndarray) -> cKDTree | None:
-    """A KD-tree of the points' (x, y) (metres), or None without points."""
-    return cKDTree(points_m[:, :2]) if len(points_m) else None
-
-
-def _pairs_within(
-    tree: cKDTree, centre_m: np.ndarray, radius_m: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(query, point) index pairs of the tree's points within ``radius_m`` (Q,) of each of the
-    ``centre_m`` (Q, 2) in bird's-eye view."""
-    hits = tree.query_ball_point(centre_m, r=radius_m)
-    count = np.array([len(h) for h in hits], dtype=np.int64)
-    if count.sum() == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    point = np.concatenate([np.asarray(h, dtype=np.int64) for h in hits if len(h)])
-    return np.repeat(np.arange(len(hits)), count), point
-
-
 def _face_returns(
     boxes: Boxes3D,
     sign: float,
     faces: np.ndarray,
     points_m: np.ndarray,
-    tree: cKDTree,
     lateral_m: np.ndarray,
     radius_m: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
-    """The ``points_m`` (global, the ``tree``'s) within ``radius_m`` (bird's-eye) of each face's
+    """The ``points_m`` (global) within ``radius_m`` (bird's-eye) of each face's
     point ``lateral_m`` to the left of its centre (``faces``: box indices; ``sign`` 1 the front,
     -1 the rear), as (M,) box, depth behind the face plane (inward), lateral and height above
     the box bottom, metres."""
@@ -314,7 +290,7 @@ def _face_returns(
         + (sign * half_len)[:, None] * np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
         + lateral_m[:, None] * np.stack([-np.sin(yaw), np.cos(yaw)], axis=1)
     )
-    which, point = _pairs_within(tree, centre, radius_m)
+    which, point = pairs_in_squares(points_m[:, :2], centre, radius_m)
     box = faces[which]
     p = points_m[point]
     dx = p[:, 0] - boxes.center_m[box, 0]
@@ -341,7 +317,6 @@ def _dull_sides(
     sign: float,
     faces: np.ndarray,
     dull_m: np.ndarray,
-    tree: cKDTree | None,
     t_lo: np.ndarray,
     t_hi: np.ndarray,
     h_lo: np.ndarray,
@@ -358,16 +333,17 @@ def _dull_sides(
     A dull return counts when it lies on the face (within ``face_depth_m`` of its plane, no
     nearer the sensor than ``min_inward_m`` behind it: not an occluder in front of the plate),
     within the plate's height span ``h_lo .. h_hi`` and inside the plate-size bound
-    ``lat_lo .. lat_hi`` (farther ones say nothing more). Returns are gathered per face with a
-    KD-tree (a sweep has 10^5 of them, a face a few hundred).
+    ``lat_lo .. lat_hi`` (farther ones say nothing more). Candidates come from the bird's-eye
+    grid join of ``camera_views.pairs_in_squares`` (a sweep has 10^5 returns, a face a few
+    hundred).
     """
     n = len(boxes)
     side_lo, side_hi = np.full(n, -np.inf), np.full(n, np.inf)
-    if len(faces) == 0 or tree is None:
+    if len(faces) == 0 or len(dull_m) == 0:
         return side_lo, side_hi
     mid = 0.5 * (lat_lo[faces] + lat_hi[faces])
     radius = 0.5 * (lat_hi[faces] - lat_lo[faces]) + face_depth_m
-    box, inward, lateral, height = _face_returns(boxes, sign, faces, dull_m, tree, mid, radius)
+    box, inward, lateral, height = _face_returns(boxes, sign, faces, dull_m, mid, radius)
     ok = (
         (np.abs(inward) <= face_depth_m)
         & (inward >= min_inward_m[box])
