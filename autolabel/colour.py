@@ -50,8 +50,10 @@ def lab_from_rgb(rgb: np.ndarray) -> np.ndarray:
     shape = arr.shape
     if shape[-1] != 3:
         raise ValueError(f"expected (..., 3) RGB values, got shape {shape}")
-    flat = np.ascontiguousarray(arr.reshape(-1, 1, 3))
-    if len(flat) == 0:
+    # One image row of P pixels: OpenCV converts row by row, and P rows of one pixel each cost
+    # ~4x more (27 vs 7 ms for 226k pixels) for the same values (all 2^24 colours compared).
+    flat = np.ascontiguousarray(arr.reshape(1, -1, 3))
+    if flat.shape[1] == 0:
         return np.zeros(shape, np.float64)
     return cv2.cvtColor(flat, cv2.COLOR_RGB2Lab).reshape(shape).astype(np.float64)
 

@@ -204,6 +204,20 @@ def _pixels_of_strings(
     return v, u, obj
 
 
+def _rle_strings(
+    rles: Sequence[dict], height_px: int, width_px: int, where: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """N RLE masks' compressed strings, checked, as one uint8 buffer and (N + 1,) offsets."""
+    strings = []
+    for i, rle in enumerate(rles):
+        counts = _rle_for_pycocotools(rle, f"{where}[{i}]", height_px, width_px)["counts"]
+        strings.append(counts if isinstance(counts, bytes) else bytes(counts))
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(s) for s in strings])
+    buf = np.frombuffer(b"".join(strings), np.uint8) if strings else np.zeros(0, np.uint8)
+    return buf, offsets
+
+
 def rle_pixels(
     rles: Sequence[dict], height_px: int, width_px: int, where: str = "masks"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -213,17 +227,61 @@ def rle_pixels(
         (P,) int32 rows v, (P,) int32 columns u and (P,) int64 mask index, grouped by mask (in
         mask order), each mask's pixels in column-major order (the RLE's order).
     """
-    strings = []
-    for i, rle in enumerate(rles):
-        counts = _rle_for_pycocotools(rle, f"{where}[{i}]", height_px, width_px)["counts"]
-        strings.append(counts if isinstance(counts, bytes) else bytes(counts))
-    offsets = np.zeros(len(strings) + 1, np.int64)
-    offsets[1:] = np.cumsum([len(s) for s in strings])
-    buf = np.frombuffer(b"".join(strings), np.uint8) if strings else np.zeros(0, np.uint8)
+    buf, offsets = _rle_strings(rles, height_px, width_px, where)
     v, u, obj = _pixels_of_strings(buf, offsets, int(height_px))
     if len(u) and u.max() >= width_px:
         raise ValueError(f"{where}: RLE runs beyond the image ({height_px}, {width_px})")
     return v, u, obj
+
+
+@numba.njit(cache=True)
+def _crop_bounds_of_strings(buf: np.ndarray, offsets: np.ndarray, height_px: int) -> np.ndarray:
+    """(N, 4) [u0, v0, u1, v1) bounds of N compressed RLE strings, from their runs alone (a run
+    that crosses a column boundary touches the last row of one column and the first of the
+    next)."""
+    n = len(offsets) - 1
+    bounds = np.zeros((n, 4), np.int64)
+    for i in range(n):
+        cnts = _counts_from_string(buf, offsets[i], offsets[i + 1])
+        u0, v0, u1, v1 = np.int64(-1), height_px, np.int64(-1), np.int64(-1)
+        pos = 0
+        for r in range(len(cnts)):
+            if r % 2 == 1 and cnts[r] > 0:
+                first, last = pos, pos + cnts[r] - 1
+                if u0 < 0:
+                    u0 = first // height_px
+                u1 = last // height_px
+                if first // height_px != last // height_px:
+                    v0, v1 = 0, height_px - 1
+                else:
+                    v0 = min(v0, first % height_px)
+                    v1 = max(v1, last % height_px)
+            pos += cnts[r]
+        if u0 >= 0:
+            bounds[i, 0], bounds[i, 1], bounds[i, 2], bounds[i, 3] = u0, v0, u1 + 1, v1 + 1
+    return bounds
+
+
+@numba.njit(cache=True)
+def _fill_crops_of_strings(
+    buf: np.ndarray,
+    offsets: np.ndarray,
+    height_px: int,
+    bounds: np.ndarray,
+    crop_offsets: np.ndarray,
+    flat: np.ndarray,
+) -> None:
+    """Set the pixels of each RLE string in its row-major crop ``flat[crop_offsets[i]:]``."""
+    for i in range(len(offsets) - 1):
+        cnts = _counts_from_string(buf, offsets[i], offsets[i + 1])
+        u0, v0, width = bounds[i, 0], bounds[i, 1], bounds[i, 2] - bounds[i, 0]
+        base = crop_offsets[i]
+        pos = 0
+        for r in range(len(cnts)):
+            if r % 2 == 1:
+                for j in range(pos, pos + cnts[r]):
+                    flat[base + (j % height_px - v0) * width + (j // height_px - u0)] = True
+            pos += cnts[r]
 
 
 def rle_crops(
@@ -235,22 +293,18 @@ def rle_crops(
         (N, 4) int64 [u0, v0, u1, v1] pixel bounds of each mask (u1, v1 exclusive; all 0 for an
         empty mask) and N (v1 - v0, u1 - u0) bool crops, ``mask[v0:v1, u0:u1]``.
     """
-    v, u, obj = rle_pixels(rles, height_px, width_px, where)
+    buf, offsets = _rle_strings(rles, height_px, width_px, where)
     n = len(rles)
-    bounds = np.zeros((n, 4), np.int64)
-    if len(obj):
-        has = np.bincount(obj, minlength=n) > 0
-        starts = np.searchsorted(obj, np.arange(n))
-        nonempty = starts[has]
-        bounds[has, 0] = np.minimum.reduceat(u, nonempty)
-        bounds[has, 1] = np.minimum.reduceat(v, nonempty)
-        bounds[has, 2] = np.maximum.reduceat(u, nonempty) + 1
-        bounds[has, 3] = np.maximum.reduceat(v, nonempty) + 1
-    # All crops in one flat buffer, filled by one scatter, then cut into views.
+    bounds = _crop_bounds_of_strings(buf, offsets, int(height_px))
+    if n and bounds[:, 2].max() > width_px:
+        raise ValueError(f"{where}: RLE runs beyond the image ({height_px}, {width_px})")
+    # All crops in one flat buffer, filled straight from the runs, then cut into views.
     heights, widths = bounds[:, 3] - bounds[:, 1], bounds[:, 2] - bounds[:, 0]
-    offsets = np.zeros(n + 1, np.int64)
-    offsets[1:] = np.cumsum(heights * widths)
-    flat = np.zeros(offsets[-1], bool)
-    flat[offsets[obj] + (v - bounds[obj, 1]) * widths[obj] + (u - bounds[obj, 0])] = True
-    crops = [flat[offsets[i] : offsets[i + 1]].reshape(heights[i], widths[i]) for i in range(n)]
+    crop_offsets = np.zeros(n + 1, np.int64)
+    crop_offsets[1:] = np.cumsum(heights * widths)
+    flat = np.zeros(crop_offsets[-1], bool)
+    _fill_crops_of_strings(buf, offsets, int(height_px), bounds, crop_offsets, flat)
+    crops = [
+        flat[crop_offsets[i] : crop_offsets[i + 1]].reshape(heights[i], widths[i]) for i in range(n)
+    ]
     return bounds, crops
