@@ -115,9 +115,8 @@ def _keyframes_with_a_wall_and_a_car() -> list:
     """Keyframe returns (ego frame = global frame) over flat ground at z = 0: a wall's returns
     on the line y = 0.9 along a 4.5 m box centred at (8, 0), and a car's L (side and back) in a
     box centred at (8, 8); the same in every keyframe."""
-    from calib.se3 import SE3
-
     from autolabel.refine.points import keyframe_returns
+    from calib.se3 import SE3
 
     g = np.arange(-20.0, 20.01, 0.5)
     gx, gy = np.meshgrid(g, g)
