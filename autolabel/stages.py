@@ -247,7 +247,6 @@ def refine_stage(ctx: StageContext) -> StageResult:
     if not refined_chain(ctx.config):
         return {"refined": 0}, []
     from autolabel.refine import refine_tracks
-    from autolabel.refine.classify import rescore_clip
     from autolabel.refine.points import gather_point_evidence
     from detectors.detection_results import write_detection_submission
     from trackers.tracking_results import write_tracking_submission
@@ -258,7 +257,6 @@ def refine_stage(ctx: StageContext) -> StageResult:
     refined, summary = refine_tracks(
         _frame_times_s(ctx.clip), online, config, evidence, ego_xy_yaw(ctx.clip)
     )
-    refined = rescore_clip(ctx.clip, refined, config)
     ctx.results["online_tracks"] = online
     ctx.results["tracks"] = refined
     for src, dst in (

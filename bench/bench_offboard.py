@@ -40,7 +40,6 @@ from autolabel.evaluation.detection import evaluate_detection  # noqa: E402
 from autolabel.evaluation.tracking import evaluate_tracking  # noqa: E402
 from autolabel.nuscenes_reader import read_clip  # noqa: E402
 from autolabel.refine import RefineConfig, refine_tracks  # noqa: E402
-from autolabel.refine.classify import rescore_clip  # noqa: E402
 from autolabel.refine.points import gather_point_evidence  # noqa: E402
 from autolabel.stages import ego_xy_yaw  # noqa: E402
 from detectors import get_detector  # noqa: E402
@@ -67,7 +66,6 @@ def run_chains(clips, refine_config: RefineConfig) -> dict:
         t2 = time.process_time()
         evidence = gather_point_evidence(clip, to_refine) if refine_config.use_points else None
         refined, _ = refine_tracks(times, to_refine, refine_config, evidence, ego_xy_yaw(clip))
-        refined = rescore_clip(clip, refined, refine_config)
         t3 = time.process_time()
         tracks = tracker.track_clip(times, dets)  # the previous chain's (not timed)
         out["dets"].append(dets)

@@ -111,10 +111,41 @@ def test_rescoring_is_in_the_refine_config_and_validated():
             PipelineConfig(refine_options={key: value})
 
 
-def test_rescore_clip_without_points_changes_nothing():
-    from autolabel.refine.classify import rescore_clip
+def _keyframes_with_a_wall_and_a_car() -> list:
+    """Keyframe returns (ego frame = global frame) over flat ground at z = 0: a wall's returns
+    on the line y = 0.9 along a 4.5 m box centred at (8, 0), and a car's L (side and back) in a
+    box centred at (8, 8); the same in every keyframe."""
+    from autolabel.refine.points import keyframe_returns
+    from calib.se3 import SE3
 
-    tracks = _tracks()
-    for cfg in (RefineConfig(use_points=False), RefineConfig(evidence_score=False)):
-        out = rescore_clip(None, tracks, cfg)
-        assert all(a == b for a, b in zip(out, tracks, strict=True))
+    g = np.arange(-20.0, 20.01, 0.5)
+    gx, gy = np.meshgrid(g, g)
+    ground = np.column_stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)])
+    wall = np.concatenate([WALL + [8.0, 0.0, dz] for dz in (-0.4, 0.0, 0.4)])
+    car = np.concatenate([OUTLINE + [8.0, 8.0, dz] for dz in (-0.4, 0.0, 0.4)])
+    points = np.concatenate([ground, wall, car])
+    return [keyframe_returns(points, SE3.identity()) for _ in range(N)]
+
+
+def test_refine_tracks_rescores_its_refined_tracks_from_the_kept_returns():
+    from autolabel.refine import refine_tracks
+    from autolabel.refine.points import keyframes_evidence
+
+    still = np.zeros(N)
+    tracks = merge(
+        track_boxes(0, "car", np.tile([8.0, 0.0], (N, 1)), still),  # a wall
+        track_boxes(1, "car", np.tile([8.0, 8.0], (N, 1)), still),  # a parked car
+    )
+    evidence = keyframes_evidence(_keyframes_with_a_wall_and_a_car(), tracks, 0.3)
+    on, _ = refine_tracks(TIMES, tracks, RefineConfig(), evidence)
+    off, _ = refine_tracks(TIMES, tracks, RefineConfig(evidence_score=False), evidence)
+    # Only the wall's score changes (static, its returns on one line): times the factor.
+    for a, b in zip(on, off, strict=True):
+        assert a.track_id.tolist() == b.track_id.tolist() == [0, 1]
+        assert a.score.tolist() == pytest.approx([b.score[0] * 0.2, b.score[1]], rel=1e-6)
+        for name in ("center_m", "size_wlh_m", "yaw_rad", "label"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
+    # Evidence that kept no keyframe returns (not gathered from a clip) rescores nothing.
+    bare = PointEvidence(evidence.box, evidence.local_xyh_m, evidence.count, evidence.range_m)
+    kept, _ = refine_tracks(TIMES, tracks, RefineConfig(), bare)
+    assert all(np.array_equal(a.score, b.score) for a, b in zip(kept, off, strict=True))

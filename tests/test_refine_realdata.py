@@ -17,8 +17,6 @@ from autolabel.classes import DETECTION_CLASSES
 from autolabel.evaluation.detection import evaluate_detection
 from autolabel.nuscenes_reader import open_dataset, read_clip
 from autolabel.refine import refine_tracks
-from autolabel.refine.classify import rescore_clip
-from autolabel.refine.config import RefineConfig
 from autolabel.refine.points import gather_point_evidence
 from autolabel.stages import ego_xy_yaw
 from detectors import get_detector
@@ -41,7 +39,6 @@ def pandaset_chains():
     tracks = get_tracker("pub", {"class_groups": REFINE_CLASS_GROUPS}).track_clip(times, dets)
     evidence = gather_point_evidence(clip, tracks)
     refined, summary = refine_tracks(times, tracks, None, evidence, ego_xy_yaw(clip))
-    refined = rescore_clip(clip, refined, RefineConfig())
     return root, nusc, clip, dets, tracks, refined, summary
 
 

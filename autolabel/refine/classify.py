@@ -7,7 +7,8 @@ keyframes), how high they reach above the ground, and how much of them lie on th
 whose returns fill the volume (vegetation), or that is taller and longer than any vehicle its
 class allows (a facade, a hedge row).
 
-After the refinement (:func:`rescore_clip`), per refined track (one size and pose per track):
+After the refinement (:func:`rescore_tracks`, the last step of
+:func:`autolabel.refine.refine_tracks`), per refined track (one size and pose per track):
 how many returns its boxes hold and whether its returns lie on a line in bird's-eye view (a
 wall); its score is scaled down where the LiDAR does not back it, so AP and AMOTA, which rank
 by score, rank such tracks below the objects.
@@ -348,22 +349,3 @@ def rescore_tracks(
         out.append(rescored)
         start += n
     return out
-
-
-def rescore_clip(clip, tracks: list[Boxes3D], config) -> list[Boxes3D]:
-    """A clip's refined ``tracks`` rescored by :func:`rescore_tracks` with the settings of
-    ``config`` (:class:`autolabel.refine.config.RefineConfig`); unchanged unless both
-    ``use_points`` and ``evidence_score`` are set. The returns are gathered anew for the refined
-    boxes (one size and pose per track, unlike the detector's boxes)."""
-    from autolabel.refine.points import gather_point_evidence
-
-    if not (config.use_points and config.evidence_score):
-        return list(tracks)
-    return rescore_tracks(
-        list(tracks),
-        gather_point_evidence(clip, tracks),
-        config.support_returns_scale,
-        config.facade_max_flatness,
-        config.static_max_speed_mps,
-        config.facade_score_factor,
-    )

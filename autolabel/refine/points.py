@@ -25,6 +25,24 @@ GROUND_RANGE_M, GROUND_CELL_M, GROUND_MAX_OFFSET_M = 60.0, 1.0, 0.3
 
 
 @dataclass
+class KeyframeReturns:
+    """One keyframe's returns above the ground, kept so that boxes drawn later (the refined
+    tracks') take their returns without reading the sweep and fitting the ground again.
+
+    Attributes:
+        points_ego: (M, 3) returns above the ground, ego frame, metres.
+        height_m: (M,) their height above the ground, metres.
+        ground: the keyframe's ground model (``detectors.lidar_geometric.GroundModel``).
+        ego_SE3_global: the transform of global-frame boxes into this keyframe's ego frame.
+    """
+
+    points_ego: np.ndarray
+    height_m: np.ndarray
+    ground: object
+    ego_SE3_global: object
+
+
+@dataclass
 class PointEvidence:
     """The returns of N boxes (``Boxes3D.concatenate(tracks)`` order).
 
@@ -34,12 +52,17 @@ class PointEvidence:
             (metres from the box centre), height above the ground.
         count: (N,) returns per box.
         range_m: (N,) distance of each box from the LiDAR, metres (returns thin out with it).
+        keyframes: the clip's keyframe returns they were taken from (one per keyframe; None
+            where the evidence was not gathered from a clip), for :func:`boxes_evidence`.
+        margin_m: the margin the footprints were grown by.
     """
 
     box: np.ndarray
     local_xyh_m: np.ndarray
     count: np.ndarray
     range_m: np.ndarray
+    keyframes: list[KeyframeReturns] | None = None
+    margin_m: float = 0.3
 
 
 @numba.njit(cache=True)
@@ -65,19 +88,28 @@ def _inside(points, height, centers, yaws, half_lw, top, margin):
     return np.array(out_box, dtype=np.int64), np.array(out_pt, dtype=np.int64)
 
 
-def frame_returns(
-    points_ego: np.ndarray, boxes_ego: Boxes3D, margin_m: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Returns above the ground inside each ego-frame box: (M,) box index, (M, 3) local
-    (x along the length, y along the width, height above ground)."""
+def keyframe_returns(points_ego: np.ndarray, ego_SE3_global) -> KeyframeReturns:
+    """The returns of ``points_ego`` (P, 3) above the ground (the ``lidar`` detector's ground
+    model) and that model."""
     from detectors.lidar_geometric import estimate_ground
 
-    if len(points_ego) == 0 or len(boxes_ego) == 0:
-        return np.zeros(0, np.int64), np.zeros((0, 3))
+    points_ego = np.asarray(points_ego, dtype=np.float64).reshape(-1, 3)
     ground = estimate_ground(points_ego, GROUND_RANGE_M, GROUND_CELL_M, GROUND_MAX_OFFSET_M)
     height = points_ego[:, 2] - ground.height_m(points_ego[:, :2])
     above = height > GROUND_CLEARANCE_M
-    pts, h = np.ascontiguousarray(points_ego[above]), height[above]
+    return KeyframeReturns(
+        np.ascontiguousarray(points_ego[above]), height[above], ground, ego_SE3_global
+    )
+
+
+def box_returns(
+    keyframe: KeyframeReturns, boxes_ego: Boxes3D, margin_m: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The returns of ``keyframe`` inside each ego-frame box: (M,) box index, (M, 3) local
+    (x along the length, y along the width, height above ground)."""
+    pts, h, ground = keyframe.points_ego, keyframe.height_m, keyframe.ground
+    if len(pts) == 0 or len(boxes_ego) == 0:
+        return np.zeros(0, np.int64), np.zeros((0, 3))
     box_ground = ground.height_m(boxes_ego.center_m[:, :2])
     top = boxes_ego.center_m[:, 2] + boxes_ego.size_wlh_m[:, 2] / 2 - box_ground + 0.3
     half_lw = np.ascontiguousarray(boxes_ego.size_wlh_m[:, [1, 0]] / 2)
@@ -96,20 +128,17 @@ def frame_returns(
     return box, local
 
 
-def gather_point_evidence(
-    clip: Clip, tracks: Sequence[Boxes3D], margin_m: float = 0.3
+def keyframes_evidence(
+    keyframes: list[KeyframeReturns], tracks: Sequence[Boxes3D], margin_m: float
 ) -> PointEvidence:
-    """The keyframe-sweep returns of every tracked box of a clip (see the module docstring)."""
-    from detectors.lidar_points import keyframe_points_ego
-
+    """The returns of every global-frame box of ``tracks`` (one set per keyframe)."""
     boxes_all, counts_box, ranges, local_all = [], [], [], []
     offset = 0
-    for frame, boxes in zip(clip.frames, tracks, strict=True):
+    for keyframe, boxes in zip(keyframes, tracks, strict=True):
         n = len(boxes)
         if n:
-            points_ego, _ = keyframe_points_ego(frame, 1)
-            boxes_ego = boxes.transform(frame.global_SE3_ego.inverse(), "ego", "global")
-            box, local = frame_returns(points_ego, boxes_ego, margin_m)
+            boxes_ego = boxes.transform(keyframe.ego_SE3_global, "ego", "global")
+            box, local = box_returns(keyframe, boxes_ego, margin_m)
             boxes_all.append(box + offset)
             local_all.append(local)
             counts_box.append(np.bincount(box, minlength=n))
@@ -117,10 +146,35 @@ def gather_point_evidence(
         offset += n
     if not boxes_all:
         return PointEvidence(np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0, np.int64),
-                             np.zeros(0))  # fmt: skip
+                             np.zeros(0), keyframes, margin_m)  # fmt: skip
     return PointEvidence(
         np.concatenate(boxes_all),
         np.concatenate(local_all),
         np.concatenate(counts_box),
         np.concatenate(ranges),
+        keyframes,
+        margin_m,
     )
+
+
+def boxes_evidence(evidence: PointEvidence, tracks: Sequence[Boxes3D]) -> PointEvidence | None:
+    """The returns of other boxes of the same clip (``tracks``: one global-frame set per
+    keyframe, as the refined tracks), from the keyframe returns ``evidence`` kept, with its
+    margin; None where it kept none."""
+    if evidence.keyframes is None:
+        return None
+    return keyframes_evidence(evidence.keyframes, tracks, evidence.margin_m)
+
+
+def gather_point_evidence(
+    clip: Clip, tracks: Sequence[Boxes3D], margin_m: float = 0.3
+) -> PointEvidence:
+    """The keyframe-sweep returns of every tracked box of a clip (see the module docstring)."""
+    from detectors.lidar_points import keyframe_points_ego
+
+    # Every keyframe, boxes or not: the refined tracks fill keyframes inside their spans.
+    keyframes = [
+        keyframe_returns(keyframe_points_ego(frame, 1)[0], frame.global_SE3_ego.inverse())
+        for frame in clip.frames
+    ]
+    return keyframes_evidence(keyframes, tracks, margin_m)

@@ -25,7 +25,11 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
    flipped against the others;
 7. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
    returns), the box's bottom kept on the detected ground;
-8. score: the mean score of its boxes, times a term growing with how often it was seen.
+8. score: the mean score of its boxes, times a term growing with how often it was seen;
+9. rescoring: where LiDAR returns were gathered, each refined track's score is scaled by the
+   evidence of the returns inside its refined boxes (one size and pose per track, unlike the
+   detector's boxes), taken from the keyframe returns gathered for step 3
+   (:func:`autolabel.refine.classify.rescore_tracks`): walls and fences rank below objects.
 
 Arrays throughout: the per-track work is grouped reductions and numba kernels over all rows.
 """
@@ -487,6 +491,8 @@ def refine_tracks(
     out, frame_index = out[order], frame_index[order]
     bounds = np.searchsorted(frame_index, np.arange(len(times) + 1))
     refined = [out[bounds[f] : bounds[f + 1]] for f in range(len(times))]
+    if evidence is not None and cfg.evidence_score:
+        refined = _rescored(refined, evidence, cfg)
     summary = RefineSummary(
         tracks_in=len(uniq),
         tracks_out=int(keep.sum()),
@@ -501,6 +507,25 @@ def refine_tracks(
         joined=n_joined,
     )
     return refined, summary
+
+
+def _rescored(refined: list[Boxes3D], evidence, cfg: RefineConfig) -> list[Boxes3D]:
+    """Step 9: ``refined`` rescored from their own returns, taken from the keyframe returns
+    ``evidence`` kept (unchanged where it kept none, as evidence not gathered from a clip)."""
+    from autolabel.refine import classify
+    from autolabel.refine.points import boxes_evidence
+
+    refined_evidence = boxes_evidence(evidence, refined)
+    if refined_evidence is None:
+        return refined
+    return classify.rescore_tracks(
+        refined,
+        refined_evidence,
+        cfg.support_returns_scale,
+        cfg.facade_max_flatness,
+        cfg.static_max_speed_mps,
+        cfg.facade_score_factor,
+    )
 
 
 __all__ = ["RefineSummary", "group_quantile", "refine_tracks", "track_classes"]
