@@ -410,6 +410,7 @@ def segment_images(
     images: Sequence[tuple[int, int, np.ndarray]],
     options=None,
     track_score: np.ndarray | None = None,
+    visibility=None,
 ) -> list[ImageMasks]:
     """The model part of segmentation: masks of the views of each (frame, camera, rows) image.
 
@@ -424,6 +425,9 @@ def segment_images(
         options: ``SegmentOptions`` (occluder disc and margin); the defaults when None.
         track_score: (V,) each view's track score (``view_track_scores``), the segmenter's
             ``"track_score"`` prompt; not given when None.
+        visibility: the run's ``VisibilityConfig``: views its rules reject before any mask
+            (``visibility.rejected_without_mask``) get no image evidence (the segmenter's
+            ``"image_evidence_skip"`` prompt); every view may get it when None.
     """
     import cv2
 
@@ -431,7 +435,7 @@ def segment_images(
     from autolabel.segmentation.geometric import own_return_recall
     from autolabel.segmentation.geometry import image_geometry, radius_px_from_angle
     from autolabel.segmentation.rle import encode_masks, rle_area_px, rle_box_2d
-    from autolabel.visibility import mask_statistics
+    from autolabel.visibility import mask_statistics, rejected_without_mask
 
     opt = options or SegmentOptions()
     out = []
@@ -463,6 +467,15 @@ def segment_images(
             prompts = {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry}
             if track_score is not None:
                 prompts["track_score"] = track_score[rows]
+            if visibility is not None:
+                prompts["image_evidence_skip"] = rejected_without_mask(
+                    views.box_px[rows],
+                    (width_px, height_px),
+                    views.lidar_points[rows],
+                    geometry.hull_occluded_share,
+                    geometry.lidar_occluded_share,
+                    visibility,
+                )
             result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
             masks, score, crops = result.masks, result.score, result.crops
             image_score = (
@@ -567,6 +580,7 @@ def segment_stage(ctx: StageContext) -> StageResult:
         views.image_rows(),
         ctx.config.segment,
         ctx.results["view_track_score"],
+        ctx.config.visibility,
     )
     return write_masks(ctx, views, masks)
 

@@ -16,7 +16,11 @@ Rules (each configurable, checked in this order; a candidate is kept when none f
    both have a hull and LiDAR returns; the geometric one measures image evidence for the tracks it
    does not trust (``GeometricConfig.image_evidence_below``). The rule judges the track, not the
    view: a colour model fails on some views of real objects (a dark car on asphalt), and a
-   track's views then stay consistent across cameras and keyframes.
+   track's views then stay consistent across cameras and keyframes. The run measures evidence
+   only on views that no rule reading neither mask nor image rejects (IN_IMAGE, LIDAR_POINTS,
+   HULL_OCCLUDED, LIDAR_OCCLUDED: ``rejected_without_mask``): a box cut by the image edge or a
+   mostly hidden object is no view to judge its track by, and its evidence was most of the
+   segment stage's cost.
 5. ``MASK_SCORE``: the segmenter's mask score exceeds ``min_mask_score`` (STRIDE-QA: SAM 2.1's
    predicted IoU > 0.8, seed 003).
 6. ``BOX_IOU``: IoU of the projected box (clipped to the image) and the mask's tight box exceeds
@@ -412,19 +416,13 @@ def evaluate_visibility(
     )
     failing = {
         VisibilityRule.IMAGE: ~readable,
-        VisibilityRule.IN_IMAGE: fraction < cfg.min_in_image_fraction,
-        VisibilityRule.LIDAR_POINTS: (
-            np.zeros(n, bool) if points is None else points < cfg.min_lidar_points
-        ),
         VisibilityRule.TRACK_SCORE: track < cfg.min_track_score,
         VisibilityRule.IMAGE_EVIDENCE: support < cfg.min_image_support,
         VisibilityRule.MASK_SCORE: ~(score > cfg.min_mask_score),
         VisibilityRule.BOX_IOU: ~(iou > cfg.min_box_iou),
         VisibilityRule.COVERAGE: ~(coverage > cfg.min_coverage),
         VisibilityRule.VISIBLE_PIXELS: visible < cfg.min_visible_px,
-        # NaN compares False: an unmeasured share never fails its rule.
-        VisibilityRule.HULL_OCCLUDED: hull_share > cfg.max_hull_occluded_share,
-        VisibilityRule.LIDAR_OCCLUDED: lidar_share > cfg.max_lidar_occluded_share,
+        **_maskless_failing(fraction, points, hull_share, lidar_share, cfg),
     }
     failed = np.zeros(n, np.uint16)
     first = np.zeros(n, np.uint16)
@@ -449,6 +447,57 @@ def evaluate_visibility(
         track_score=track,
         image_support=support,
     )
+
+
+def _maskless_failing(
+    fraction: np.ndarray,
+    points: np.ndarray | None,
+    hull_share: np.ndarray,
+    lidar_share: np.ndarray,
+    cfg: VisibilityConfig,
+) -> dict[VisibilityRule, np.ndarray]:
+    """The failing views of the rules that read neither a mask nor the image (IN_IMAGE,
+    LIDAR_POINTS, HULL_OCCLUDED, LIDAR_OCCLUDED); ``points`` None skips LIDAR_POINTS."""
+    n = len(fraction)
+    return {
+        VisibilityRule.IN_IMAGE: fraction < cfg.min_in_image_fraction,
+        VisibilityRule.LIDAR_POINTS: (
+            np.zeros(n, bool) if points is None else points < cfg.min_lidar_points
+        ),
+        # NaN compares False: an unmeasured share never fails its rule.
+        VisibilityRule.HULL_OCCLUDED: hull_share > cfg.max_hull_occluded_share,
+        VisibilityRule.LIDAR_OCCLUDED: lidar_share > cfg.max_lidar_occluded_share,
+    }
+
+
+def rejected_without_mask(
+    boxes_2d: np.ndarray,
+    image_size_px: tuple[int, int],
+    lidar_points: np.ndarray,
+    hull_occluded_share: np.ndarray,
+    lidar_occluded_share: np.ndarray,
+    config: VisibilityConfig | None = None,
+) -> np.ndarray:
+    """(N,) bool: the views of one image that ``evaluate_visibility`` rejects whatever their masks
+    and the image say (a rule of ``_maskless_failing`` fails), known before segmentation.
+
+    Args:
+        boxes_2d: (N, 4) unclipped projected boxes, pixels.
+        image_size_px: (width, height).
+        lidar_points: (N,) LiDAR points inside each 3D box.
+        hull_occluded_share, lidar_occluded_share: (N,) as ``evaluate_visibility``'s (NaN: the
+            rule never fails).
+    """
+    cfg = config or VisibilityConfig()
+    width_px, height_px = image_size_px
+    failing = _maskless_failing(
+        in_image_fraction(np.asarray(boxes_2d, np.float64), width_px, height_px),
+        np.asarray(lidar_points, np.int64).reshape(-1),
+        np.asarray(hull_occluded_share, np.float64).reshape(-1),
+        np.asarray(lidar_occluded_share, np.float64).reshape(-1),
+        cfg,
+    )
+    return np.logical_or.reduce(list(failing.values()))
 
 
 def track_image_support(

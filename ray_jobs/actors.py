@@ -103,6 +103,7 @@ class SegmenterWorker:
                 images,
                 run.ctx.config.segment,
                 track_score=run.ctx.results.get("view_track_score"),
+                visibility=run.ctx.config.visibility,
             )
         )
         if exc is not None:  # recorded for the clip; the actor keeps serving others

@@ -235,8 +235,9 @@ def test_ray_job_entrypoint_writes_the_serial_bytes(cluster, synth_run, tmp_path
 
 
 def test_segmenter_actors_pass_the_run_s_segment_options(monkeypatch):
-    """A Ray segmenter actor segments with the run's ``segment`` options (occluder disc, margin),
-    as the serial stage does; it used to fall back to the defaults."""
+    """A Ray segmenter actor segments with the run's ``segment`` options (occluder disc, margin)
+    and visibility thresholds (which views get no image evidence), as the serial stage does; it
+    used to fall back to the defaults."""
     from types import SimpleNamespace
 
     import ray_jobs.actors as actors
@@ -244,8 +245,10 @@ def test_segmenter_actors_pass_the_run_s_segment_options(monkeypatch):
 
     seen = {}
 
-    def fake_segment_images(segmenter, clip, views, images, options=None, track_score=None):
-        seen["options"] = options
+    def fake_segment_images(
+        segmenter, clip, views, images, options=None, track_score=None, visibility=None
+    ):
+        seen["options"], seen["visibility"] = options, visibility
         return []
 
     monkeypatch.setattr(actors, "segment_images", fake_segment_images)
@@ -256,3 +259,4 @@ def test_segmenter_actors_pass_the_run_s_segment_options(monkeypatch):
     result = worker.segment(SimpleNamespace(ctx=ctx, ready_at=0.0), 0, 0.0)
     assert isinstance(result, actors.BatchResult) and result.value == []
     assert seen["options"] is options
+    assert seen["visibility"] is config.visibility

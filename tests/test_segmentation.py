@@ -534,8 +534,22 @@ def test_geometric_segmenter_measures_image_evidence_for_untrusted_tracks(ellips
     rejected = floor.segment(image, boxes, {**prompts, "track_score": np.array([0.5, 0.3])})
     assert np.isnan(rejected.image_score[1]) and rejected.score[1] == plain.score[1]
     assert rejected.image_score[0] == checked.image_score[0]
+    # Nor one the caller skips (a view the visibility filter rejects before any mask): the
+    # other object's evidence is the same as when both are measured.
+    skipped = segmenter.segment(
+        image, boxes,
+        {**prompts, "track_score": np.array([0.5, 0.5]), "image_evidence_skip": [True, False]},
+    )  # fmt: skip
+    assert np.isnan(skipped.image_score[0]) and skipped.score[0] == plain.score[0]
+    assert skipped.image_score[1] == checked.image_score[1]
+    np.testing.assert_array_equal(skipped.masks, plain.masks)
     with pytest.raises(ValueError, match=r"track_score'\] has 1 values for 2 boxes"):
         segmenter.segment(image, boxes, {**prompts, "track_score": np.array([0.5])})
+    with pytest.raises(ValueError, match=r"image_evidence_skip'\] has 1 values for 2 boxes"):
+        segmenter.segment(
+            image, boxes,
+            {**prompts, "track_score": np.array([0.5, 0.5]), "image_evidence_skip": [True]},
+        )  # fmt: skip
 
 
 def test_run_measures_image_evidence_only_for_tracks_the_filter_may_keep():

@@ -12,6 +12,7 @@ from autolabel.visibility import (
     VisibilityConfig,
     VisibilityRule,
     evaluate_visibility,
+    rejected_without_mask,
     summarize,
 )
 
@@ -160,6 +161,34 @@ def test_occlusion_and_image_rules_reject_their_own_object():
     assert d.first_failed_rule[3] == VisibilityRule.IMAGE  # checked first
     np.testing.assert_array_equal(d.hull_occluded_share, hull)
     assert np.isnan(d.lidar_occluded_share[0]) and d.image_readable.tolist() == readable.tolist()
+
+
+def test_rejected_without_mask_is_the_mask_free_rules_of_the_filter():
+    # The scene's objects by hand: IN_IMAGE (40 % of the box inside) and LIDAR_POINTS (2 < 5)
+    # fail without a mask; the mask rules (MASK_SCORE, BOX_IOU, ...) cannot be known before one.
+    names, boxes, masks, score, points, depth = scene()
+    n = len(names)
+    hull = np.full(n, 0.1)
+    hull[names.index("pass_occluder")] = 0.95  # > 0.9
+    lidar = np.full(n, np.nan)  # no LiDAR evidence: the rule never fails
+    lidar[names.index("MASK_SCORE")] = 0.71  # > 0.7
+    lidar[names.index("BOX_IOU")] = 0.7  # not > 0.7
+    before = rejected_without_mask(boxes, (W, H), points, hull, lidar)
+    expected = {"IN_IMAGE", "LIDAR_POINTS", "pass_occluder", "MASK_SCORE"}
+    assert [names[i] for i in np.flatnonzero(before)] == [k for k in names if k in expected]
+    # Each such view is one the filter rejects, whatever its mask and score.
+    d = evaluate_visibility(
+        boxes, masks, np.ones(n), depth, (W, H), lidar_points=points,
+        hull_occluded_share=hull, lidar_occluded_share=lidar,
+    )  # fmt: skip
+    assert not d.keep[before].any()
+    mask_free = (
+        VisibilityRule.IN_IMAGE | VisibilityRule.LIDAR_POINTS | VisibilityRule.HULL_OCCLUDED
+        | VisibilityRule.LIDAR_OCCLUDED
+    )  # fmt: skip
+    np.testing.assert_array_equal(before, (d.failed_rules & mask_free) > 0)
+    relaxed = VisibilityConfig(min_in_image_fraction=0.4, min_lidar_points=2)
+    assert not rejected_without_mask(boxes, (W, H), points, np.zeros(n), np.zeros(n), relaxed).any()
 
 
 def test_track_score_rule_rejects_untrusted_tracks_only():

@@ -100,6 +100,8 @@ class Segmenter(Protocol):
                 occlusion, geometric masks); the geometric segmenter needs it, others ignore it.
                 ``"track_score"``: (N,) score of each object's track (the geometric segmenter
                 measures image evidence for the tracks it does not trust); others ignore it.
+                ``"image_evidence_skip"``: (N,) bool, objects to measure no image evidence for
+                (the geometric segmenter's; others ignore it).
 
         Returns:
             SegmentationResult with (N, H, W) masks and (N,) scores.
@@ -133,7 +135,13 @@ def validate_segment_inputs(
             f"segment: boxes_2d rows {bad.tolist()} have u_max < u_min or v_max < v_min"
         )
     prompts = prompts or {}
-    unknown = set(prompts) - {"points_uv", "depth_m", "geometry", "track_score"}
+    unknown = set(prompts) - {
+        "points_uv",
+        "depth_m",
+        "geometry",
+        "track_score",
+        "image_evidence_skip",
+    }
     if unknown:
         raise ValueError(f"segment: unknown prompt keys {sorted(unknown)}")
     seeds = None

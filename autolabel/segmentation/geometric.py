@@ -149,7 +149,9 @@ class GeometricSegmenter:
             image: (H, W, 3) uint8 RGB.
             boxes_2d: (N, 4) projected boxes [u_min, v_min, u_max, v_max], pixels.
             prompts: ``"track_score"`` (optional): (N,) track scores; objects scoring below
-                ``image_evidence_below`` get an ``image_score``. ``"geometry"`` (required): the
+                ``image_evidence_below`` get an ``image_score``; ``"image_evidence_skip"``
+                (optional): (N,) bool, objects that get none whatever their track score (views
+                the visibility filter rejects anyway). ``"geometry"`` (required): the
                 image's ``ImageGeometry`` (from
                 ``geometry.image_geometry``); ``"points_uv"``: the objects' own projected returns.
 
@@ -214,6 +216,14 @@ class GeometricSegmenter:
         untrusted = (track_score < self.config.image_evidence_below) & (
             track_score >= self.config.image_evidence_from
         )
+        if prompts.get("image_evidence_skip") is not None:
+            skip = np.asarray(prompts["image_evidence_skip"], bool).reshape(-1)
+            if len(skip) != len(boxes):
+                raise ValueError(
+                    f"segment: prompts['image_evidence_skip'] has {len(skip)} values for "
+                    f"{len(boxes)} boxes"
+                )
+            untrusted &= ~skip
         out = np.full(len(boxes), np.nan, np.float32)
         if not untrusted.any():
             return out
