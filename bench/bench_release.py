@@ -10,7 +10,8 @@ writes its blur masks; the figures are computed here from the masks:
 - synthetic (a generated 2-scene dataset, boxes from the dataset's annotations plus a run's
   tracks and detections, ``tests/release_run.py``; no learned faces): recall of the generator's
   face and plate pixels, blurred share of the image, seconds per image;
-- PandaSet-002 (exact annotations, the release's default anonymizer with CenterFace), on the
+- PandaSet-002 (exact annotations, the release's default anonymizer with CenterFace, and the
+  rig's ego body, ``occlusion.ego_body_m``, from the labels file where the version has it), on the
   hand-labelled keyframes of ``tests/data/pandaset_002_anonymization_labels.json``: plate, face
   and head recall (a labelled box is covered when >= 90 % of it is blurred), blurred share, the
   median and 10th percentile over (car, image) of the share of each car's projected silhouette
@@ -63,6 +64,12 @@ def _masks_main(spec_path: str, save: str) -> None:
 
     spec = json.loads(Path(spec_path).read_text())
     cfg = AnonymizeConfig(learned_faces=spec["learned_faces"])
+    occlusion = getattr(cfg, "occlusion", None)
+    if spec.get("ego_body_m") and hasattr(occlusion, "ego_body_m"):  # the rig's, where known
+        import dataclasses
+
+        ego = dataclasses.replace(occlusion, ego_body_m=tuple(spec["ego_body_m"]))
+        cfg = dataclasses.replace(cfg, occlusion=ego)
     detector = None
     if cfg.learned_faces:
         from autolabel.anonymize.learned_faces import CenterFaceDetector
@@ -225,10 +232,12 @@ def main() -> None:
         spec = {
             "dataroot": str(pandaset), "version": "v1.0-pandaset", "run": None,
             "keyframes": labels["checked_keyframes"], "learned_faces": True,
+            "ego_body_m": labels.get("ego_body_m"),
             "shape": [1080, 1920], "keep_image": [held[0] if held else 0, "CAM_FRONT"],
         }  # fmt: skip
         print(f"PandaSet-002: keyframes {labels['checked_keyframes']} x 6 cameras, exact "
-              "annotations, default anonymizer (CenterFace on)")  # fmt: skip
+              "annotations, default anonymizer (CenterFace on) with the rig's ego body "
+              f"{labels.get('ego_body_m')} where the version has ego_body_m")  # fmt: skip
         shown = []
         for label, code in approaches.items():
             save = root / "masks" / f"pandaset-{code.name}.npz"

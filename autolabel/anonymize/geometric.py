@@ -39,6 +39,7 @@ import numpy as np
 
 from autolabel.anonymize.occlusion import (
     OcclusionConfig,
+    ego_body_camera,
     hidden_pixels,
     hidden_regions,
     nearest_body_depth,
@@ -550,7 +551,8 @@ def plate_and_head_regions(
         extra = np.zeros(len(boxes)) if extra_margin_m is None else np.asarray(extra_margin_m)
         solid = np.isin(boxes.class_name, cfg.plate_classes) & (extra <= 0)
         bodies = opaque_bodies(boxes, solid, occlusion, cfg.time_sigma_s)
-        body_depth = nearest_body_depth(bodies, camera, camera_SE3_global)
+        ego = ego_body_camera(occlusion, camera)
+        body_depth = nearest_body_depth(bodies, camera, camera_SE3_global, ego)
         idx = np.flatnonzero(shown)
         shown[idx] = ~hidden_regions(
             regions.polygon_px[idx], depth[ok][idx], body_depth, occlusion.depth_margin_m
@@ -567,6 +569,7 @@ def plate_and_head_regions(
                 camera,
                 camera_SE3_global,
                 occlusion.depth_margin_m,
+                camera_bodies=ego,
             )
             shown[idx[state == 2]] = False
             for i, h in zip(idx, hidden, strict=True):
