@@ -84,8 +84,9 @@ def _ensure_dataset(dataroot: Path, demo: DemoConfig, progress: bool) -> None:
     written = dataroot / "synth_gt" / "config.json"
     if written.is_file() and (dataroot / demo.version / "scene.json").is_file():
         try:
-            have = json.loads(written.read_text())
-        except ValueError:
+            # A key the writing version did not know yet was its default's behaviour.
+            have = {**config_to_dict(SynthConfig()), **json.loads(written.read_text())}
+        except (ValueError, TypeError):
             have = None
         if have is not None and {k: v for k, v in have.items() if k != "progress"} == {
             k: v for k, v in wanted.items() if k != "progress"

@@ -10,7 +10,10 @@ writes its blur masks; the figures are computed here from the masks:
 - synthetic (a generated 2-scene dataset, boxes from the dataset's annotations plus a run's
   tracks and detections, ``tests/release_run.py``; no learned faces): recall of the generator's
   face and plate pixels, blurred share of the image, seconds per image;
-- PandaSet-002 (exact annotations, the release's default anonymizer with CenterFace), on the
+- PandaSet-002 (exact annotations, the release's default anonymizer with CenterFace, and the
+  rig's settings from the labels file where the version has them: the ego body,
+  ``occlusion.ego_body_m``, and the LiDAR's sweep, ``geometric.sweep_period_s`` and
+  ``sweep_seam_deg``), on the
   hand-labelled keyframes of ``tests/data/pandaset_002_anonymization_labels.json``: plate, face
   and head recall (a labelled box is covered when >= 90 % of it is blurred), blurred share, the
   median and 10th percentile over (car, image) of the share of each car's projected silhouette
@@ -63,6 +66,22 @@ def _masks_main(spec_path: str, save: str) -> None:
 
     spec = json.loads(Path(spec_path).read_text())
     cfg = AnonymizeConfig(learned_faces=spec["learned_faces"])
+    rig = spec.get("rig") or {}
+    occlusion = getattr(cfg, "occlusion", None)
+    if rig.get("ego_body_m") and hasattr(occlusion, "ego_body_m"):  # the rig's, where known
+        import dataclasses
+
+        ego = dataclasses.replace(occlusion, ego_body_m=tuple(rig["ego_body_m"]))
+        cfg = dataclasses.replace(cfg, occlusion=ego)
+    if rig.get("sweep_seam_deg") and hasattr(cfg.geometric, "sweep_seam_deg"):
+        import dataclasses
+
+        sweep = dataclasses.replace(
+            cfg.geometric,
+            sweep_period_s=rig["sweep_period_s"],
+            sweep_seam_deg=tuple(rig["sweep_seam_deg"]),
+        )
+        cfg = dataclasses.replace(cfg, geometric=sweep)
     detector = None
     if cfg.learned_faces:
         from autolabel.anonymize.learned_faces import CenterFaceDetector
@@ -225,10 +244,13 @@ def main() -> None:
         spec = {
             "dataroot": str(pandaset), "version": "v1.0-pandaset", "run": None,
             "keyframes": labels["checked_keyframes"], "learned_faces": True,
+            "rig": {k: labels.get(k) for k in ("ego_body_m", "sweep_period_s", "sweep_seam_deg")},
             "shape": [1080, 1920], "keep_image": [held[0] if held else 0, "CAM_FRONT"],
         }  # fmt: skip
         print(f"PandaSet-002: keyframes {labels['checked_keyframes']} x 6 cameras, exact "
-              "annotations, default anonymizer (CenterFace on)")  # fmt: skip
+              "annotations, default anonymizer (CenterFace on) with the rig's settings where "
+              f"the version has them: ego body {labels.get('ego_body_m')}, sweep "
+              f"{labels.get('sweep_period_s')} s, seam {labels.get('sweep_seam_deg')} deg")  # fmt: skip
         shown = []
         for label, code in approaches.items():
             save = root / "masks" / f"pandaset-{code.name}.npz"

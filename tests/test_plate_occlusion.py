@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from autolabel.anonymize.geometric import GeometricConfig, plate_and_head_regions
 from autolabel.anonymize.occlusion import OcclusionConfig
@@ -155,3 +156,86 @@ def test_a_partly_hidden_plate_is_blurred_where_it_is_seen():
     )
     far_whole = whole[[int(np.argmin(_plate_rows(whole)[:, 0]))]]
     assert np.nonzero(blur_regions(image, far_whole, BlurConfig(margin_px=0))[1])[0].max() == 337
+
+
+def test_the_ego_body_hides_what_lies_behind_it():
+    # The ego's hood as a box x 0.5 .. 2, y -+0.8, z 0.2 .. 1 m before the camera (1.5 m up on the
+    # ego origin, looking along +x). A car's rear face 3 m ahead: its plate patch, z 0.45 .. 1.05
+    # m, spans v = 300 + 500 (1.5 - z) / 3 = 375 .. 475 and u = 400 -+ 500 * 0.25 / 3. A ray below
+    # v = 300 + 500 * 0.5 / 2 = 425 (the hood's far top edge) leaves the hood through its far
+    # face at depth 2 m, before 3 - 0.2 m: rows 425 .. 474 show the hood, rows 375 .. 424 the
+    # plate (pixel centres 375.5 .. 424.5; 424.5 passes 0.002 m over the edge).
+    from autolabel.anonymize.blur import BlurConfig, blur_regions
+
+    car = _queue()[[0]]
+    car.center_m[0, 0] = 5.0
+    hood = OcclusionConfig(ego_body_m=(0.5, 2.0, -0.8, 0.8, 0.2, 1.0))
+    image = np.zeros((600, 800, 3), np.uint8)
+    for occ, last_row in ((OcclusionConfig(), 474), (hood, 424)):
+        regions = plate_and_head_regions(car, CAMERA, SE3.identity(), config=BARE, occlusion=occ)
+        assert len(regions) == 1
+        assert np.allclose(_plate_rows(regions), [[375.0, 475.0]])
+        rows, cols = np.nonzero(blur_regions(image, regions, BlurConfig(margin_px=0))[1])
+        assert (rows.min(), rows.max()) == (375, last_row)
+        assert (cols.min(), cols.max()) == (358, 441)
+    # The body hides whatever box the region comes from (a run's box too: the ego is there).
+    run = plate_and_head_regions(
+        car, CAMERA, SE3.identity(), config=BARE, extra_margin_m=[0.1], occlusion=hood
+    )
+    assert run.hidden_px[0] is not None
+    # A camera inside the box means the box is not inside the body it is mounted on.
+    inside = OcclusionConfig(ego_body_m=(-1.0, 2.0, -0.8, 0.8, 0.2, 1.6))
+    with pytest.raises(ValueError, match="ego_body_m"):
+        plate_and_head_regions(car, CAMERA, SE3.identity(), config=BARE, occlusion=inside)
+
+
+@pytest.mark.parametrize(
+    "ego", [(0.0, 1.0, -1.0, 1.0, 0.0), (1.0, 0.5, -1.0, 1.0, 0.0, 1.0), (0, 1, -1, 1, 0, np.inf)]
+)
+def test_ego_body_is_validated(ego):
+    with pytest.raises(ValueError, match="ego_body_m"):
+        OcclusionConfig(ego_body_m=ego)
+
+
+def test_beyond_seam_by_hand():
+    from autolabel.anonymize.geometric import beyond_seam
+
+    # Box centres at azimuths 30, 170, 179, -100 degrees, 10 m from the ego origin; the camera
+    # looks along +x (azimuth 0). Seam behind (170 .. 190): only the arcs 0 -> 170 and 0 -> 179
+    # reach it (0 -> -100 turns clockwise, away from it). Seam through the axis (350 .. 10):
+    # every arc starts inside it.
+    az = np.radians([30.0, 170.0, 179.0, -100.0])
+    boxes = Boxes3D(
+        center_m=np.stack([10 * np.cos(az), 10 * np.sin(az), np.full(4, 0.75)], 1),
+        size_wlh_m=[[2.0, 4.0, 1.5]] * 4,
+        yaw_rad=np.zeros(4),
+    )
+    assert beyond_seam(boxes, CAMERA, SE3.identity(), (170.0, 190.0)).tolist() == [
+        False, True, True, False
+    ]  # fmt: skip
+    assert beyond_seam(boxes, CAMERA, SE3.identity(), (350.0, 10.0)).all()
+
+
+def test_the_sweep_bound_thins_a_moving_patch_only_away_from_the_seam():
+    # A car 10 m ahead (rear face at 8 m) driving +x at 10 m/s. Its rear plate patch (z 0.45 ..
+    # 1.05 m) is as thick as 10 m/s times the time's error each way: 50 ms (``time_sigma_s``)
+    # puts its near side at 7.5 m and its lowest row at v = 300 + 500 * 1.05 / 7.5 = 370; the
+    # beams cross this 77.3 degree camera (2 atan(400 / 500)) in 0.1 * 77.3 / 360 = 21.5 ms, so
+    # with ``sweep_period_s`` 0.1 and the seam behind: 7.785 m, v = 367.44. With the seam in
+    # front of the camera the time is unsure by the revolution: 370 again.
+    timed = {**BARE.__dict__, "time_sigma_s": 0.05}
+    car = _queue()[[0]]
+    car.velocity_mps[0] = [10.0, 0.0]
+    seen = 0.1 * np.degrees(2 * np.arctan(0.8)) / 360.0
+    for extra, bottom in (
+        ({}, 370.0),
+        ({"sweep_period_s": 0.1, "sweep_seam_deg": (170.0, 190.0)}, 300 + 525 / (8 - 10 * seen)),
+        ({"sweep_period_s": 0.1, "sweep_seam_deg": (350.0, 10.0)}, 370.0),
+    ):
+        cfg = GeometricConfig(**{**timed, **extra})
+        regions = plate_and_head_regions(car, CAMERA, SE3.identity(), config=cfg)
+        assert np.isclose(_plate_rows(regions)[0, 1], bottom)
+    with pytest.raises(ValueError, match="sweep_seam_deg"):
+        GeometricConfig(sweep_period_s=0.1)
+    with pytest.raises(ValueError, match="sweep_seam_deg"):
+        GeometricConfig(sweep_seam_deg=(1.0,))

@@ -39,6 +39,7 @@ import numpy as np
 
 from autolabel.anonymize.occlusion import (
     OcclusionConfig,
+    ego_body_camera,
     hidden_pixels,
     hidden_regions,
     nearest_body_depth,
@@ -105,8 +106,20 @@ class GeometricConfig:
             default: it holds only where an annotation is at the time the beams hit its object,
             as a real spinning LiDAR's are; the synthetic generator's are at the sweep's
             timestamp while its cameras fire up to 45 ms later, and with 0.1 s 8,247 of 490,856
-            plate pixels of seed 5 stayed sharp. On PandaSet-002 (0.1 s) it takes the blurred
-            share from 2.01 to 1.82 % (all 16 keyframes, every label covered, see the README).
+            plate pixels of seed 5 stayed sharp. On PandaSet-002 (0.1 s, the seam at 125 - 240
+            degrees, with the rig's ego body) it takes the blurred share from 1.975 to 1.82 %
+            (all 16 keyframes, every label covered, see the README). The bound fails beside the sweep's seam (where a revolution starts and ends), which
+            lies inside one camera's field of view on both rigs: objects past it are swept a
+            revolution later. With the generator's ``lidar_hit_time`` on, seed 5 kept 218
+            plate pixels sharp in CAM_BACK_RIGHT, the nuScenes rig's seam camera. So it
+            needs ``sweep_seam_deg``.
+        sweep_seam_deg: (from, to), degrees: the ego-frame azimuths (counter-clockwise from
+            the ego's +x) between which, counter-clockwise from ``from`` to ``to``, the sweep's
+            seam may lie (a rig's setting; its cameras fire in the beams' order, so it lies
+            between the last camera to fire and the first, and trigger jitter and the LiDAR's
+            offset from the ego origin widen that). A box whose direction from the ego origin
+            is, seen from the camera's optical axis, on the seam's far side or within the
+            interval keeps ``time_sigma_s``. Required with ``sweep_period_s``.
         min_plate_px: plate patches whose plate envelope is narrower than this many pixels are
             not blurred (0, the default: every plate is blurred, however small; a release must
             cover every plate pixel, and a plate too small to read is also cheap to blur).
@@ -139,6 +152,7 @@ class GeometricConfig:
     yaw_sigma_deg: float = 2.0
     time_sigma_s: float = 0.05
     sweep_period_s: float = 0.0
+    sweep_seam_deg: tuple[float, ...] = ()
     min_plate_px: float = 0.0
     head_classes: tuple[str, ...] = _HEAD_CLASSES
     head_band_m: float = 0.35
@@ -171,6 +185,16 @@ class GeometricConfig:
         ):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        seam = np.asarray(self.sweep_seam_deg, dtype=np.float64)
+        if len(seam) and (seam.shape != (2,) or not np.isfinite(seam).all()):
+            raise ValueError(
+                f"sweep_seam_deg: expected () or (from, to), got {self.sweep_seam_deg!r}"
+            )
+        if self.sweep_period_s > 0 and not len(seam):
+            raise ValueError(
+                "sweep_period_s: needs sweep_seam_deg (where the sweep starts and ends, the "
+                "bound does not hold across it)"
+            )
         if len(self.plate_recess_m) != 2 or not np.all(np.isfinite(self.plate_recess_m)):
             raise ValueError(
                 f"plate_recess_m: expected (front, rear) metres, got {self.plate_recess_m!r}"
@@ -477,6 +501,28 @@ def convex_polygons(points_px: np.ndarray, valid: np.ndarray) -> tuple[np.ndarra
     return out, ok
 
 
+def beyond_seam(
+    boxes_global: Boxes3D,
+    camera: CameraCalibration,
+    global_SE3_ego: SE3,
+    seam_deg: tuple[float, ...],
+) -> np.ndarray:
+    """(N,) bool: the arc from the camera's optical axis to the box centre's azimuth (ego frame,
+    the shorter way round) meets the interval counter-clockwise from ``seam_deg[0]`` to
+    ``seam_deg[1]`` where the LiDAR's sweep may start and end: the beams may have crossed the box
+    a revolution away from when they crossed the camera's axis."""
+    axis = camera.ego_SE3_camera.rotation[:, 2]
+    axis_deg = np.degrees(np.arctan2(axis[1], axis[0]))
+    centre = global_SE3_ego.inverse().transform_points(boxes_global.center_m)
+    box_deg = np.degrees(np.arctan2(centre[:, 1], centre[:, 0]))
+    turn = np.mod(box_deg - axis_deg + 180.0, 360.0) - 180.0  # signed, shorter way
+    start = np.where(turn >= 0, axis_deg, box_deg)  # the arc, counter-clockwise from start
+    length = np.abs(turn)
+    lo, hi = seam_deg
+    width = np.mod(hi - lo, 360.0)
+    return (np.mod(lo - start, 360.0) <= length) | (np.mod(start - lo, 360.0) <= width)
+
+
 def plate_and_head_regions(
     boxes_global: Boxes3D,
     camera: CameraCalibration,
@@ -499,7 +545,8 @@ def plate_and_head_regions(
         extra_margin_m: (N,) metres added to every side of each box's regions (None: 0).
         plate_anchor_m: (N, 2, 6) LiDAR plate anchors (see ``region_cuboids``; None: none).
         occlusion: leave out regions wholly behind the opaque body of a nearer vehicle box
-            without extra margin (:mod:`autolabel.anonymize.occlusion`; None: keep every region).
+            without extra margin or of the ego itself (``ego_body_m``), and the pixels such a
+            body hides (:mod:`autolabel.anonymize.occlusion`; None: keep every region).
 
     Returns:
         The regions that reach into the image, plates then heads, with the pixel size of a
@@ -514,6 +561,7 @@ def plate_and_head_regions(
         hfov = 2.0 * np.arctan(0.5 * camera.width_px / camera.intrinsic[0, 0])
         seen = cfg.sweep_period_s * hfov / (2.0 * np.pi)
         unmoved = np.broadcast_to(np.asarray(dt_s, np.float64), (len(boxes),)) == 0
+        unmoved &= ~beyond_seam(boxes, camera, global_SE3_ego, cfg.sweep_seam_deg)
         sigma_t[unmoved] = np.minimum(cfg.time_sigma_s, seen)
     cuboids, source, face_sign = region_cuboids(boxes, cfg, extra_margin_m, plate_anchor_m, sigma_t)
     if len(cuboids) == 0:
@@ -550,7 +598,8 @@ def plate_and_head_regions(
         extra = np.zeros(len(boxes)) if extra_margin_m is None else np.asarray(extra_margin_m)
         solid = np.isin(boxes.class_name, cfg.plate_classes) & (extra <= 0)
         bodies = opaque_bodies(boxes, solid, occlusion, cfg.time_sigma_s)
-        body_depth = nearest_body_depth(bodies, camera, camera_SE3_global)
+        ego = ego_body_camera(occlusion, camera)
+        body_depth = nearest_body_depth(bodies, camera, camera_SE3_global, ego)
         idx = np.flatnonzero(shown)
         shown[idx] = ~hidden_regions(
             regions.polygon_px[idx], depth[ok][idx], body_depth, occlusion.depth_margin_m
@@ -567,6 +616,7 @@ def plate_and_head_regions(
                 camera,
                 camera_SE3_global,
                 occlusion.depth_margin_m,
+                camera_bodies=ego,
             )
             shown[idx[state == 2]] = False
             for i, h in zip(idx, hidden, strict=True):

@@ -16,6 +16,11 @@ Two rules, on the boxes of annotated vehicles:
   is seen only (``partial_height_fraction`` and ``partial_inset_m`` chosen on keyframes 0 and 10,
   checked on the held-out 4, 7 and 13).
 
+The ego vehicle's own body hides too, where a rig says where it is (``ego_body_m``): a rear
+camera sees its own trunk at the bottom of every image, and a plate patch of a car behind the ego
+projected over the trunk marks pixels that show the ego, never a plate (on PandaSet-002 the
+patches of cars close behind reached down over the trunk of CAM_BACK).
+
 Only boxes known to be solid objects hide anything: those with no extra margin (the dataset's
 annotations at their own keyframes). A run's detections and tracks may be false positives (a
 hedge labelled truck), and a box filled in along a track may be wrong, so they never hide a plate.
@@ -56,6 +61,13 @@ class OcclusionConfig:
         partial: also leave sharp the pixels of a region behind a nearer lower body (ray exit).
         partial_height_fraction, partial_inset_m: that lower body, as ``body_height_fraction``
             and ``body_inset_m``.
+        ego_body_m: a box the ego vehicle's own body fills, in the ego frame: (x_min, x_max,
+            y_min, y_max, z_min, z_max), metres. It hides what lies behind it (both rules; it is
+            never shrunk, so it must lie inside the real body: a box reaching past the body
+            would leave sharp what a camera sees beside it). () (default): unknown, the ego hides
+            nothing; nuScenes-format datasets do not describe the ego's body, so it is the rig's
+            setting (PandaSet-002's, measured on its images:
+            ``tests/data/pandaset_002_anonymization_labels.json``'s ``ego_body_m``).
     """
 
     enabled: bool = True
@@ -65,6 +77,7 @@ class OcclusionConfig:
     partial: bool = True
     partial_height_fraction: float = 0.5
     partial_inset_m: float = 0.25
+    ego_body_m: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.body_height_fraction <= 1:
@@ -78,6 +91,14 @@ class OcclusionConfig:
         for name in ("body_inset_m", "depth_margin_m", "partial_inset_m"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        ego = np.asarray(self.ego_body_m, dtype=np.float64)
+        if len(ego) and (
+            ego.shape != (6,) or not np.isfinite(ego).all() or not (ego[1::2] > ego[::2]).all()
+        ):
+            raise ValueError(
+                "ego_body_m: expected () or (x_min, x_max, y_min, y_max, z_min, z_max) with each "
+                f"min < max, got {self.ego_body_m!r}"
+            )
 
 
 def opaque_bodies(
@@ -117,15 +138,63 @@ def opaque_bodies(
     )
 
 
+@dataclass(frozen=True)
+class _CameraBoxes:
+    """Boxes given by their (B, 8, 3) corners in the camera frame."""
+
+    corner_points: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.corner_points)
+
+    def __getitem__(self, index) -> _CameraBoxes:
+        return _CameraBoxes(self.corner_points[index])
+
+    def corners(self) -> np.ndarray:
+        return self.corner_points
+
+
+def ego_body_camera(config: OcclusionConfig, camera: CameraCalibration) -> _CameraBoxes:
+    """The ego's body (``config.ego_body_m``) in the camera frame: none when unknown, else one.
+
+    Raises:
+        ValueError: the camera's centre lies inside the body (the box is not a lower bound of
+            the body the camera is mounted on: every ray would start inside it).
+    """
+    if not config.ego_body_m:
+        return _CameraBoxes(np.zeros((0, 8, 3)))
+    x0, x1, y0, y1, z0, z1 = config.ego_body_m
+    box = Boxes3D(
+        center_m=[[(x0 + x1) / 2, (y0 + y1) / 2, (z0 + z1) / 2]],
+        size_wlh_m=[[y1 - y0, x1 - x0, z1 - z0]],
+        yaw_rad=[0.0],
+        frame="ego",
+    )
+    centre = camera.ego_SE3_camera.translation
+    if x0 < centre[0] < x1 and y0 < centre[1] < y1 and z0 < centre[2] < z1:
+        raise ValueError(
+            f"ego_body_m: the camera at {np.round(centre, 3).tolist()} (ego frame) lies inside "
+            f"the ego body {config.ego_body_m!r}"
+        )
+    corners = camera.ego_SE3_camera.inverse().transform_points(box.corners()[0])
+    return _CameraBoxes(corners[None])
+
+
 def nearest_body_depth(
-    bodies: Boxes3D, camera: CameraCalibration, camera_SE3_global: SE3
+    bodies: Boxes3D,
+    camera: CameraCalibration,
+    camera_SE3_global: SE3,
+    camera_bodies: _CameraBoxes | None = None,
 ) -> np.ndarray:
-    """(H, W) float32: per pixel, the smallest far depth (camera z, metres) of the bodies whose
-    silhouette covers it; +inf where none does."""
+    """(H, W) float32: per pixel, the smallest far depth (camera z, metres) of the bodies (and
+    of ``camera_bodies``, given in the camera frame: the ego's) whose silhouette covers it; +inf
+    where none does."""
     depth = np.full((camera.height_px, camera.width_px), np.inf, dtype=np.float32)
-    if len(bodies) == 0:
-        return depth
     corners = camera_SE3_global.transform_points(bodies.corners().reshape(-1, 3)).reshape(-1, 8, 3)
+    if camera_bodies is not None:
+        corners = np.concatenate([corners, camera_bodies.corners()])
+    if len(corners) == 0:
+        return depth
     far = corners[..., 2].max(axis=1)
     uv = box_silhouette_uv(camera.intrinsic, corners, NEAR_PLANE_M)
     # Farthest first: a nearer body's fill overwrites it, leaving the minimum.
@@ -161,22 +230,6 @@ def hidden_regions(
         crop = body_depth[lo[1] : hi[1], lo[0] : hi[0]]
         hidden[r] = bool(np.all(crop[inside] <= near_depth_m[r] - margin_m))
     return hidden
-
-
-@dataclass(frozen=True)
-class _CameraBoxes:
-    """Boxes given by their (B, 8, 3) corners in the camera frame."""
-
-    corner_points: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.corner_points)
-
-    def __getitem__(self, index) -> _CameraBoxes:
-        return _CameraBoxes(self.corner_points[index])
-
-    def corners(self) -> np.ndarray:
-        return self.corner_points
 
 
 def ray_exit_depth(bodies_camera: _CameraBoxes, rays: np.ndarray) -> np.ndarray:
@@ -233,6 +286,7 @@ def hidden_pixels(
     camera_SE3_global: SE3,
     margin_m: float,
     pad_px: int = 2,
+    camera_bodies: _CameraBoxes | None = None,
 ) -> tuple[np.ndarray, list]:
     """Which pixels of each region a nearer body hides.
 
@@ -249,6 +303,7 @@ def hidden_pixels(
         camera, camera_SE3_global: the image's camera and pose.
         margin_m: depth margin.
         pad_px: the regions' pixels are tested this far beyond their bounds (blur margins).
+        camera_bodies: more opaque bodies, in the camera frame, owned by no box (the ego's).
 
     Returns:
         (R,) int8 state (0: nothing hidden, 1: partly hidden, 2: wholly hidden) and per region
@@ -260,10 +315,14 @@ def hidden_pixels(
     n = len(polygons_px)
     state = np.zeros(n, np.int8)
     hidden: list = [None] * n
-    if n == 0 or len(bodies) == 0:
+    cam_bodies = _to_camera(bodies, camera_SE3_global)
+    body_owner = np.asarray(body_owner, dtype=np.int64)
+    if camera_bodies is not None and len(camera_bodies):
+        cam_bodies = _CameraBoxes(np.concatenate([cam_bodies.corners(), camera_bodies.corners()]))
+        body_owner = np.concatenate([body_owner, np.full(len(camera_bodies), -1, np.int64)])
+    if n == 0 or len(cam_bodies) == 0:
         return state, hidden
     height, width = camera.height_px, camera.width_px
-    cam_bodies = _to_camera(bodies, camera_SE3_global)
     corners = cam_bodies.corners()
     near_body = corners[..., 2].min(axis=1)
     uv = box_silhouette_uv(camera.intrinsic, corners, NEAR_PLANE_M)

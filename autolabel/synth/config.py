@@ -34,6 +34,12 @@ class SynthConfig:
         camera_time_offsets: cameras fire when the spinning LiDAR passes their optical axis (as in
             nuScenes) instead of at the LiDAR timestamp; their ego poses are at their own times.
         lidar_spin_hz: spin rate used to compute those camera offsets, Hz.
+        lidar_hit_time: sweep each object at the instant the spinning LiDAR's beams cross its
+            centre (its sweep's timestamp plus the clockwise turn from the LiDAR's x axis over
+            ``lidar_spin_hz``, the same turn that triggers the cameras), and annotate it there,
+            as a real spinning LiDAR's returns and the boxes fitted to them are (PandaSet,
+            nuScenes); the ego pose stays the sweep's (a motion-compensated sweep). False
+            (default): every object at the sweep's timestamp, as the first synthetic sets were.
         width_px, height_px: camera image size; None keeps the rig's (1600 x 900 for nuScenes).
         rig: rig name or YAML path for ``calib.rig.load_rig``.
         version: nuScenes version folder name, e.g. ``v1.0-mini``.
@@ -62,6 +68,7 @@ class SynthConfig:
     camera_sweep_hz: float = 0.0
     camera_time_offsets: bool = True
     lidar_spin_hz: float = 20.0
+    lidar_hit_time: bool = False
     width_px: int | None = None
     height_px: int | None = None
     rig: str = "nuscenes"

@@ -368,15 +368,33 @@ class _DatasetWriter:
             chains.setdefault(channel, []).append(rec)
             return rec
 
+        def swept_states(i: int, g_lidar: SE3):
+            """Each object's centre, yaw and velocity where the sweep at time index i sees it."""
+            if not cfg.lidar_hit_time:
+                return center[:, i], yaw[:, i], vel[:, i]
+            c, y, v = center[:, i], yaw[:, i], vel[:, i]
+            # The beams reach an object at its azimuth's turn; the object moves meanwhile, so
+            # the turn is taken again where it then is (one step: a 0.05 s move shifts the
+            # azimuth by well under the beam spacing beyond 2 m).
+            for _ in range(2):
+                rel = g_lidar.inverse().transform_points(c)
+                turn = np.mod(-np.arctan2(rel[:, 1], rel[:, 0]), 2 * np.pi) / (2 * np.pi)
+                c, y, v = agents.states_each(t_s[i] + turn / cfg.lidar_spin_hz)
+            return c, y, v
+
         # LiDAR: every sweep; points inside each object's box at the keyframes.
         num_pts = np.zeros((k_count, n_obj), np.int64)
         lidar_key_index = np.zeros(k_count, np.int64)
+        key_center = np.zeros((k_count, n_obj, 3))
+        key_yaw = np.zeros((k_count, n_obj))
         for k, t_us in enumerate(tl.lidar_us):
             i = at[int(t_us)]
             g_lidar = global_SE3_ego(i).compose(lidar.ego_SE3_lidar)
+            c_hit, yaw_hit, _ = swept_states(i, g_lidar)
             rng = np.random.default_rng([cfg.seed, scene_index, 2, k])
             with self.timed("lidar"):
-                points, _ = simulate_sweep(lidar, g_lidar, boxes_at(i), rng, self.noise)
+                swept = compose_scene(agents.parts, c_hit, yaw_hit, scenery)
+                points, _ = simulate_sweep(lidar, g_lidar, swept, rng, self.noise)
             j = int(tl.lidar_keyframe[k])
             folder = "samples" if j >= 0 else "sweeps"
             filename = f"{folder}/{lidar.channel}/{logfile}__{lidar.channel}__{start_us + int(t_us)}.pcd.bin"
@@ -385,10 +403,9 @@ class _DatasetWriter:
             sample_data(lidar.channel, k, i, int(tl.lidar_sample[k]), j >= 0, filename, 0, 0)
             if j >= 0:
                 lidar_key_index[j] = i
+                key_center[j], key_yaw[j] = c_hit, yaw_hit
                 points_global = g_lidar.transform_points(points[:, :3])
-                num_pts[j] = count_points_in_boxes(
-                    points_global, center[:, i], agents.size_wlh, yaw[:, i]
-                )
+                num_pts[j] = count_points_in_boxes(points_global, c_hit, agents.size_wlh, yaw_hit)
             self.progress.update(1)
 
         annotated = num_pts >= cfg.min_lidar_points  # (K, A)
@@ -469,7 +486,7 @@ class _DatasetWriter:
                 unoccluded_sum > 0, visible_sum / np.maximum(unoccluded_sum, 1), 0.0
             )
         vis_token = visibility_token(fraction.ravel()).reshape(fraction.shape)
-        quat = quat_wxyz_from_yaw(yaw)  # (A, T, 4)
+        quat = quat_wxyz_from_yaw(key_yaw)  # (K, A, 4)
         for a in np.flatnonzero(has_instance):
             frames = np.flatnonzero(annotated[:, a])
             tokens = [ann_token[j][a] for j in frames]
@@ -484,9 +501,9 @@ class _DatasetWriter:
                         "instance_token": inst_token[a],
                         "visibility_token": str(vis_token[j, a]),
                         "attribute_tokens": [tables.attribute_token(attr)] if attr else [],
-                        "translation": _round(center[a, i]),
+                        "translation": _round(key_center[j, a]),
                         "size": _round(agents.size_wlh[a]),
-                        "rotation": _round(quat[a, i], 9),
+                        "rotation": _round(quat[j, a], 9),
                         "prev": tokens[n - 1] if n > 0 else "",
                         "next": tokens[n + 1] if n + 1 < len(tokens) else "",
                         "num_lidar_pts": int(num_pts[j, a]),

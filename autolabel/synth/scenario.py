@@ -116,6 +116,21 @@ class SceneAgents:
         center[:, :, 2] = 0.5 * self.size_wlh[:, None, 2]
         return center, yaw, vel
 
+    def states_each(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Box centres (A, 3), yaws (A,) and velocities (A, 2), agent a at its own clip time
+        ``t_s[a]`` (A,), global."""
+        t = np.asarray(t_s, dtype=np.float64)
+        if t.shape != (len(self),):
+            raise ValueError(f"states_each: expected ({len(self)},) times, got {t.shape}")
+        center = np.zeros((len(self), 3))
+        yaw = np.zeros(len(self))
+        vel = np.zeros((len(self), 2))
+        for i, mover in enumerate(self.movers):
+            xy, y, v = mover.states(t[i : i + 1])
+            center[i, :2], yaw[i], vel[i] = xy[0], y[0], v[0]
+        center[:, 2] = 0.5 * self.size_wlh[:, 2]
+        return center, yaw, vel
+
 
 def footprints_overlap(
     center_a: np.ndarray,
