@@ -199,6 +199,33 @@ def test_runner_up_duplicate_votes_and_goes_short_tracks_go():
     assert boxes.score[0] == pytest.approx(0.6 * (1 - math.exp(-20 / 3)), rel=1e-6)
 
 
+def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate_with_duplicate_inside():
+    n = len(TIMES)
+    xy = np.column_stack([2.0 * TIMES, np.full(n, 5.0)])
+    car = track_boxes(0, "car", xy, np.zeros(n), score=0.6)  # 4.5 x 1.9 m
+
+    def sized(tid, cls, offset, wl):
+        boxes = track_boxes(tid, cls, xy + offset, np.zeros(n), score=0.3)
+        for b in boxes:
+            b.size_wlh_m[:, :2] = wl
+        return boxes
+
+    # A motorcycle box on the car's cluster, 1.5 m ahead of its centre (beyond the 1 m
+    # distance gate, inside the car's 2.25 m half length); a cone against the car's side, inside
+    # its footprint; a bus box whose centre lies inside the car's but which is larger.
+    moto = sized(1, "motorcycle", [1.5, 0.0], [0.8, 2.1])
+    cone = sized(2, "traffic_cone", [-1.5, 0.5], [0.4, 0.4])
+    bus = sized(3, "bus", [2.0, 0.0], [2.9, 11.0])
+    clip = merge(car, moto, cone, bus)
+    for cfg, kept in (
+        (RefineConfig(), [0, 1, 2, 3]),
+        (RefineConfig(duplicate_inside=True), [0, 2, 3]),
+    ):
+        refined, summary = refine_tracks(TIMES, clip, cfg)
+        assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == kept
+        assert summary.duplicates == 4 - len(kept)
+
+
 def test_refine_config_is_validated_in_the_run_config():
     assert PipelineConfig().refine == "track"
     assert PipelineConfig(refine="none").refine == "none"
