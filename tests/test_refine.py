@@ -199,7 +199,7 @@ def test_runner_up_duplicate_votes_and_goes_short_tracks_go():
     assert boxes.score[0] == pytest.approx(0.6 * (1 - math.exp(-20 / 3)), rel=1e-6)
 
 
-def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate_with_duplicate_inside():
+def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate():
     n = len(TIMES)
     xy = np.column_stack([2.0 * TIMES, np.full(n, 5.0)])
     car = track_boxes(0, "car", xy, np.zeros(n), score=0.6)  # 4.5 x 1.9 m
@@ -215,11 +215,11 @@ def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate_with_duplicate_ins
     # its footprint; a bus box whose centre lies inside the car's but which is larger.
     moto = sized(1, "motorcycle", [1.5, 0.0], [0.8, 2.1])
     cone = sized(2, "traffic_cone", [-1.5, 0.5], [0.4, 0.4])
-    bus = sized(3, "bus", [2.0, 0.0], [2.9, 11.0])
+    bus = sized(3, "bus", [-1.0, -0.8], [2.9, 11.0])
     clip = merge(car, moto, cone, bus)
     for cfg, kept in (
-        (RefineConfig(), [0, 1, 2, 3]),
-        (RefineConfig(duplicate_inside=True), [0, 2, 3]),
+        (RefineConfig(duplicate_inside=False), [0, 1, 2, 3]),
+        (RefineConfig(), [0, 2, 3]),
     ):
         refined, summary = refine_tracks(TIMES, clip, cfg)
         assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == kept
