@@ -226,6 +226,24 @@ def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate():
         assert summary.duplicates == 4 - len(kept)
 
 
+def test_an_inside_duplicate_does_not_vote_for_its_owners_class():
+    n = len(TIMES)
+    xy = np.column_stack([2.0 * TIMES, np.full(n, 5.0)])
+    # A car tracked as a car in 12 keyframes, as a bus in 8 (votes 7.2 and 4.8, weight 12); a
+    # motorcycle box 1.5 m ahead of its centre in every keyframe (weight and votes 10).
+    car = track_boxes(0, "car", xy, np.zeros(n), score=0.6)
+    for b in car[12:]:
+        b.label[:] = class_index("bus")
+    moto = track_boxes(1, "motorcycle", xy + [1.5, 0.0], np.zeros(n), score=0.5)
+    for b in moto:
+        b.size_wlh_m[:, :2] = [0.8, 2.1]
+    refined, summary = refine_tracks(TIMES, merge(car, moto))
+    assert summary.duplicates == 1
+    _, boxes = boxes_of(refined, 0)
+    # Had it voted, motorcycle (10) would beat car (7.2).
+    assert np.all(boxes.label == class_index("car"))
+
+
 def test_refine_config_is_validated_in_the_run_config():
     assert PipelineConfig().refine == "track"
     assert PipelineConfig(refine="none").refine == "none"

@@ -3,7 +3,8 @@
 Per track, over every keyframe of its observed span (:mod:`autolabel.refine.track_table`):
 
 1. duplicates: a track that follows another one's object under a runner-up class votes for
-   that track's class and goes (:mod:`autolabel.refine.duplicates`);
+   that track's class and goes; one whose boxes sit inside a heavier track's larger boxes (a
+   motorcycle's box on a car's cluster) goes without a vote (:mod:`autolabel.refine.duplicates`);
 2. fragments: tracks of one object split by the online tracker (no keyframe in common, classes
    of one group, each where the other's trajectory puts it) are joined
    (:mod:`autolabel.refine.joining`);
