@@ -199,6 +199,51 @@ def test_runner_up_duplicate_votes_and_goes_short_tracks_go():
     assert boxes.score[0] == pytest.approx(0.6 * (1 - math.exp(-20 / 3)), rel=1e-6)
 
 
+def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate():
+    n = len(TIMES)
+    xy = np.column_stack([2.0 * TIMES, np.full(n, 5.0)])
+    car = track_boxes(0, "car", xy, np.zeros(n), score=0.6)  # 4.5 x 1.9 m
+
+    def sized(tid, cls, offset, wl):
+        boxes = track_boxes(tid, cls, xy + offset, np.zeros(n), score=0.3)
+        for b in boxes:
+            b.size_wlh_m[:, :2] = wl
+        return boxes
+
+    # A motorcycle box on the car's cluster, 1.5 m ahead of its centre (beyond the 1 m
+    # distance gate, inside the car's 2.25 m half length); a cone against the car's side, inside
+    # its footprint; a bus box whose centre lies inside the car's but which is larger.
+    moto = sized(1, "motorcycle", [1.5, 0.0], [0.8, 2.1])
+    cone = sized(2, "traffic_cone", [-1.5, 0.5], [0.4, 0.4])
+    bus = sized(3, "bus", [-1.0, -0.8], [2.9, 11.0])
+    clip = merge(car, moto, cone, bus)
+    for cfg, kept in (
+        (RefineConfig(duplicate_inside=False), [0, 1, 2, 3]),
+        (RefineConfig(), [0, 2, 3]),
+    ):
+        refined, summary = refine_tracks(TIMES, clip, cfg)
+        assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == kept
+        assert summary.duplicates == 4 - len(kept)
+
+
+def test_an_inside_duplicate_does_not_vote_for_its_owners_class():
+    n = len(TIMES)
+    xy = np.column_stack([2.0 * TIMES, np.full(n, 5.0)])
+    # A car tracked as a car in 12 keyframes, as a bus in 8 (votes 7.2 and 4.8, weight 12); a
+    # motorcycle box 1.5 m ahead of its centre in every keyframe (weight and votes 10).
+    car = track_boxes(0, "car", xy, np.zeros(n), score=0.6)
+    for b in car[12:]:
+        b.label[:] = class_index("bus")
+    moto = track_boxes(1, "motorcycle", xy + [1.5, 0.0], np.zeros(n), score=0.5)
+    for b in moto:
+        b.size_wlh_m[:, :2] = [0.8, 2.1]
+    refined, summary = refine_tracks(TIMES, merge(car, moto))
+    assert summary.duplicates == 1
+    _, boxes = boxes_of(refined, 0)
+    # Had it voted, motorcycle (10) would beat car (7.2).
+    assert np.all(boxes.label == class_index("car"))
+
+
 def test_refine_config_is_validated_in_the_run_config():
     assert PipelineConfig().refine == "track"
     assert PipelineConfig(refine="none").refine == "none"

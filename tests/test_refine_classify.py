@@ -100,12 +100,36 @@ def test_walls_and_unbacked_tracks_rank_below_objects():
     assert facades[0].score.tolist() == pytest.approx([0.16, 0.8, 0.8, 0.8, 0.8])
 
 
+def test_tracks_taller_than_any_vehicle_rank_below_objects():
+    from autolabel.refine.classify import TOP_QUANTILE
+
+    tracks = _tracks()
+    # The parked car's L, stacked up a facade to 4.7 m above the ground.
+    tall = OUTLINE.copy()
+    tall[:, 2] = np.linspace(0.3, 4.7, len(tall))
+    per_box = [WALL, tall, WALL, BACK, SHORT]
+    boxes = Boxes3D.concatenate(tracks)
+    _, track_of_box = np.unique(boxes.track_id, return_inverse=True)
+    shape = shape_evidence(track_of_box, 5, boxes, _evidence(per_box), min_points=20)
+    # The lower order statistic of the 20 heights stacked over 20 keyframes.
+    stacked = np.sort(np.tile(tall[:, 2], N))
+    assert shape.top_m[1] == pytest.approx(stacked[int(TOP_QUANTILE * (len(stacked) - 1))])
+    assert shape.top_m[1] >= 4.4 and shape.top_m[3] == pytest.approx(1.0)
+    out = rescore_tracks(tracks, _evidence(per_box), 0.0, 0.1, 0.5, 0.2, 20, 4.4, 0.5)
+    # The wall's line (x 0.2) and the tall track (x 0.5) drop, whatever their class and motion.
+    assert out[0].score.tolist() == pytest.approx([0.16, 0.4, 0.8, 0.8, 0.8])
+    off = rescore_tracks(tracks, _evidence(per_box), 0.0, 0.1, 0.5, 0.2)
+    assert off[0].score.tolist() == pytest.approx([0.16, 0.8, 0.8, 0.8, 0.8])
+
+
 def test_rescoring_is_in_the_refine_config_and_validated():
     assert RefineConfig().evidence_score
     for key, value in (
         ("support_returns_scale", -1.0),
         ("facade_score_factor", 1.5),
         ("facade_max_flatness", -0.1),
+        ("tower_min_height_m", 0.0),
+        ("tower_score_factor", 2.0),
     ):
         with pytest.raises(ConfigError, match=f"refine_options.*{key}"):
             PipelineConfig(refine_options={key: value})

@@ -63,15 +63,16 @@ def test_refined_tracks_beat_the_online_chain_on_pandaset(pandaset_chains, tmp_p
     # ranked below the cars: 0.59 without).
     assert car_after >= 0.64 and car_after > car_before
     assert aoe_after <= 0.10 and aoe_after < aoe_before
-    # Over the 7 classes present: 0.235 (car 0.67, truck 0.07, motorcycle 0.83, pedestrian
-    # 0.07). The motorcycle, seen as motorcycle, bicycle, pedestrian or cone from frame to
+    # Over the 7 classes present: 0.26 (car 0.67, truck 0.07, motorcycle 0.83, pedestrian
+    # 0.27; 0.235 with pedestrian 0.07 before a confident false pedestrian, a column of a parked
+    # car's returns inside that car's box, went as the car's duplicate). The motorcycle, seen as motorcycle, bicycle, pedestrian or cone from frame to
     # frame, is one track only with the tracker's class groups (bench_offboard's 10 sweeps: its
     # AP 0.03 -> 0.23). A pedestrian tracked as a cone, lost for 2.5 s, then as a pedestrian is
     # one track only with its fragments joined (pedestrian AP 0 -> 0.07).
     present = {DETECTION_CLASSES[c] for f in clip.frames for c in f.ground_truth.boxes.label}
     assert len(present) == 7
-    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.225
-    assert after["mean_dist_aps"]["pedestrian"] >= 0.05
+    assert np.mean([after["mean_dist_aps"][c] for c in present]) >= 0.25
+    assert after["mean_dist_aps"]["pedestrian"] >= 0.2
     # Tracks per ground-truth object: 2.9 before (284 for 99), 1.00 after (1.03 without joining
     # fragments: 3 joined, each a parked car or a pedestrian split where the detector changed
     # its class).

@@ -32,6 +32,9 @@ ROOF_DROP_SHARE = 0.25
 #: Returns spread along less than this (metres) have no shape to judge: a pedestrian, a pole, a
 #: cone stand on a few square decimetres, and a bunch of their returns may happen to line up.
 MIN_LINE_LENGTH_M = 1.5
+#: A track's top: this quantile of its stacked returns' heights (a few stray returns of a sign
+#: or a branch over a vehicle do not set it).
+TOP_QUANTILE = 0.98
 
 
 @dataclass
@@ -240,11 +243,13 @@ class ShapeEvidence:
     stacked returns' bird's-eye positions inside the box: ~0 for a line of returns, as a wall
     seen from the road; NaN with fewer than ``min_points`` returns or where the returns spread
     less than a line of ``MIN_LINE_LENGTH_M`` along their main axis), ``speed_mps`` (median speed
-    of its boxes)."""
+    of its boxes), ``top_m`` (the ``TOP_QUANTILE`` quantile of its stacked returns' heights
+    above the ground, metres; NaN with fewer than ``min_points`` returns)."""
 
     returns: np.ndarray
     flatness: np.ndarray
     speed_mps: np.ndarray
+    top_m: np.ndarray
 
 
 def shape_evidence(
@@ -283,7 +288,9 @@ def shape_evidence(
     # A uniform spread over a length L has variance L^2 / 12.
     long = hi >= MIN_LINE_LENGTH_M**2 / 12
     flatness = np.where((n_in >= min_points) & long, flatness, np.nan)
-    return ShapeEvidence(returns, flatness, speed)
+    top = group_quantile(t, evidence.local_xyh_m[inside, 2], n_tracks, TOP_QUANTILE)
+    top = np.where(n_in >= min_points, top, np.nan)
+    return ShapeEvidence(returns, flatness, speed, top)
 
 
 #: Classes whose returns may lie on one line, so no facade test: a barrier by nature; a truck, a
@@ -299,6 +306,8 @@ def evidence_factor(
     facade_max_flatness: float,
     facade_max_speed_mps: float,
     facade_factor: float,
+    tower_min_m: float = np.inf,
+    tower_factor: float = 1.0,
 ) -> np.ndarray:
     """(T,) factor in [0, 1] on each refined track's score from its returns:
     ``1 - exp(-returns / returns_scale)`` (a track whose boxes hold almost no returns is backed
@@ -306,7 +315,9 @@ def evidence_factor(
     not in ``LINE_CLASSES``) slower than ``facade_max_speed_mps`` whose returns lie on a line
     (flatness at most ``facade_max_flatness``): a wall, a fence, a building front. A vehicle
     seen only from its back gives a line too, but those that are seen so long are followed on
-    the road, moving."""
+    the road, moving. Times ``tower_factor`` for a track whose returns reach ``tower_min_m``
+    above the ground (its ``top_m``): taller than any road vehicle, a building, whatever its
+    class, shape or motion (a track gliding along a row of facades moves)."""
     support = np.ones(len(shape.returns))
     if returns_scale > 0:
         support = 1.0 - np.exp(-np.nan_to_num(shape.returns) / returns_scale)
@@ -316,7 +327,8 @@ def evidence_factor(
             & (shape.speed_mps < facade_max_speed_mps)
             & ~np.isin(label, LINE_CLASSES)
         )
-    return support * np.where(facade, facade_factor, 1.0)
+        tower = shape.top_m >= tower_min_m
+    return support * np.where(facade, facade_factor, 1.0) * np.where(tower, tower_factor, 1.0)
 
 
 def rescore_tracks(
@@ -327,6 +339,8 @@ def rescore_tracks(
     facade_max_speed_mps: float,
     facade_factor: float,
     min_points: int = 20,
+    tower_min_m: float = np.inf,
+    tower_factor: float = 1.0,
 ) -> list[Boxes3D]:
     """Refined ``tracks`` (one box per track and keyframe, one class per track) with every box's
     score times its track's :func:`evidence_factor`; ``evidence``: the returns of
@@ -339,7 +353,14 @@ def rescore_tracks(
     label = np.zeros(len(uniq), np.int64)
     label[track_of_box] = boxes.label
     factor = evidence_factor(
-        shape, label, returns_scale, facade_max_flatness, facade_max_speed_mps, facade_factor
+        shape,
+        label,
+        returns_scale,
+        facade_max_flatness,
+        facade_max_speed_mps,
+        facade_factor,
+        tower_min_m,
+        tower_factor,
     )
     out, start = [], 0
     for b in tracks:  # the clip's keyframes, not its objects

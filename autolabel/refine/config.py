@@ -18,6 +18,9 @@ class RefineConfig:
         duplicate_distance_m, duplicate_min_shared: a track whose boxes lie, in at least this
             share of its keyframes, within this distance of a heavier track's is the same object
             under a runner-up class: its boxes vote for the class of the heavier one, then it goes.
+        duplicate_inside: ... and so is a track (not a cone or a barrier) whose boxes' centres
+            lie inside the heavier track's boxes (footprint, no smaller than its own) that often,
+            whatever the distance of the centres.
         position_sigma_m: standard deviation of a detected centre (the smoother's measurement
             noise).
         velocity_sigma_mps: standard deviation of a detector velocity where it gives one.
@@ -77,7 +80,11 @@ class RefineConfig:
             track is slower than ``static_max_speed_mps`` and its stacked returns lie on a line
             in bird's-eye view (square root of the covariance's eigenvalue ratio at most
             ``facade_max_flatness``): a wall, a fence, a building front (not for barriers,
-            trucks, buses and trailers, whose returns may lie on a line).
+            trucks, buses and trailers, whose returns may lie on a line) ...
+        tower_min_height_m, tower_score_factor: ... and times ``tower_score_factor`` where its
+            stacked returns (their 98th height percentile) reach ``tower_min_height_m`` above
+            the ground: taller than road vehicles (4 to 4.3 m at most), a building front of
+            any class (the ``lidar`` detector cuts returns at 4.5 m, so its boxes end there).
     """
 
     min_observations: int = 3
@@ -85,6 +92,7 @@ class RefineConfig:
     score_length_scale: float = 3.0
     duplicate_distance_m: float = 1.0
     duplicate_min_shared: float = 0.5
+    duplicate_inside: bool = True
     position_sigma_m: float = 0.4
     velocity_sigma_mps: float = 1.0
     accel_psd: float = 2.0
@@ -118,6 +126,8 @@ class RefineConfig:
     support_returns_scale: float = 0.0
     facade_max_flatness: float = 0.1
     facade_score_factor: float = 0.2
+    tower_min_height_m: float = 4.4
+    tower_score_factor: float = 0.2
 
     def __post_init__(self) -> None:
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
@@ -157,6 +167,12 @@ class RefineConfig:
         if not self.support_returns_scale >= 0:
             raise ValueError(
                 f"support_returns_scale: must be >= 0, got {self.support_returns_scale!r}"
+            )
+        if not self.tower_min_height_m > 0:
+            raise ValueError(f"tower_min_height_m: must be > 0, got {self.tower_min_height_m!r}")
+        if not 0 <= self.tower_score_factor <= 1:
+            raise ValueError(
+                f"tower_score_factor: must be in [0, 1], got {self.tower_score_factor}"
             )
         if not 0 <= self.facade_score_factor <= 1:
             raise ValueError(

@@ -14,11 +14,16 @@ def duplicate_of(
     track_weight: dict | np.ndarray,
     max_distance_m: float,
     min_shared: float,
+    inside: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which tracks are duplicates of another one.
 
     A track is a duplicate of a heavier one (larger ``track_weight``) when at least ``min_shared``
-    of its boxes lie within ``max_distance_m`` (xy) of a box of that track in the same keyframe.
+    of its boxes lie within ``max_distance_m`` (xy) of a box of that track in the same keyframe,
+    or, for boxes marked ``inside`` ((N,) bool; None: none), have their centre inside that box's
+    footprint and a footprint no larger (a motorcycle's box on a car's cluster: the detector
+    grows each class's box to that class's footprint away from the sensor, so the two centres
+    lie apart by half the difference of their lengths; no road user stands inside another one).
 
     Args:
         boxes: (N,) tracked boxes of the clip (global frame, ``track_id`` >= 0).
@@ -43,8 +48,23 @@ def duplicate_of(
         rows = order[bounds[f] : bounds[f + 1]]
         if len(rows) < 2:
             continue
-        d = np.linalg.norm(xy[rows, None, :] - xy[None, rows, :], axis=2)
-        i, j = np.nonzero(d < max_distance_m)
+        rel = xy[rows, None, :] - xy[None, rows, :]
+        near = np.linalg.norm(rel, axis=2) < max_distance_m
+        if inside is not None:
+            # Centre of row i in the frame of box j.
+            c, s = np.cos(boxes.yaw_rad[rows])[None, :], np.sin(boxes.yaw_rad[rows])[None, :]
+            along = np.abs(c * rel[..., 0] + s * rel[..., 1])
+            across = np.abs(-s * rel[..., 0] + c * rel[..., 1])
+            half_l = boxes.size_wlh_m[rows, 1][None, :] / 2
+            half_w = boxes.size_wlh_m[rows, 0][None, :] / 2
+            area = boxes.size_wlh_m[rows, 0] * boxes.size_wlh_m[rows, 1]
+            near |= (
+                (along <= half_l)
+                & (across <= half_w)
+                & (area[:, None] <= area[None, :])
+                & inside[rows][:, None]
+            )
+        i, j = np.nonzero(near)
         keep = i != j
         pair_a.append(col[rows[i[keep]]])
         pair_b.append(col[rows[j[keep]]])

@@ -3,7 +3,8 @@
 Per track, over every keyframe of its observed span (:mod:`autolabel.refine.track_table`):
 
 1. duplicates: a track that follows another one's object under a runner-up class votes for
-   that track's class and goes (:mod:`autolabel.refine.duplicates`);
+   that track's class and goes; one whose boxes sit inside a heavier track's larger boxes (a
+   motorcycle's box on a car's cluster) goes without a vote (:mod:`autolabel.refine.duplicates`);
 2. fragments: tracks of one object split by the online tracker (no keyframe in common, classes
    of one group, each where the other's trajectory puts it) are joined
    (:mod:`autolabel.refine.joining`);
@@ -295,9 +296,17 @@ def refine_tracks(
     uniq, col = np.unique(boxes.track_id, return_inverse=True)
     score = boxes.score.astype(np.float64)
     track_weight = np.bincount(col, weights=score, minlength=len(uniq))
-    _, owner = duplicate_of(
-        boxes, frame_of, track_weight, cfg.duplicate_distance_m, cfg.duplicate_min_shared
-    )
+    dup_args = (boxes, frame_of, track_weight, cfg.duplicate_distance_m, cfg.duplicate_min_shared)
+    _, owner = duplicate_of(*dup_args)
+    # Near duplicates are the same cluster under a runner-up class and vote for their owner's
+    # class; a box inside a larger one is another class's box grown over part of it (a
+    # motorcycle's on a car) and goes without a vote, which would turn a car into a motorcycle.
+    votes = owner >= 0
+    if cfg.duplicate_inside:
+        # Cones and barriers stand against vehicles (a work zone, a parked truck): a vehicle's box
+        # grown over them is no reason to drop them.
+        _, owner_inside = duplicate_of(*dup_args, ~STATIC_CLASSES[boxes.label])
+        owner = np.where(votes, owner, owner_inside)
     # Follow duplicate chains to the track that stays.
     root = np.arange(len(uniq))
     is_dup = owner >= 0
@@ -342,7 +351,8 @@ def refine_tracks(
 
     # Class: score-weighted vote, duplicates voting for the track they follow.
     extra_track = np.searchsorted(table.track_id, owner_id)
-    label = track_classes(table, row_weight, extra_track, boxes.label[dup_box], score[dup_box])
+    vote_weight = np.where(votes[col[dup_box]], score[dup_box], 0.0)
+    label = track_classes(table, row_weight, extra_track, boxes.label[dup_box], vote_weight)
     n_obs = table.per_track_count(obs)
     mean_score = table.per_track_sum(row_weight) / np.maximum(n_obs, 1)
     track_score = mean_score * (1.0 - np.exp(-n_obs / cfg.score_length_scale))
@@ -525,6 +535,8 @@ def _rescored(refined: list[Boxes3D], evidence, cfg: RefineConfig) -> list[Boxes
         cfg.facade_max_flatness,
         cfg.static_max_speed_mps,
         cfg.facade_score_factor,
+        tower_min_m=cfg.tower_min_height_m,
+        tower_factor=cfg.tower_score_factor,
     )
 
 
