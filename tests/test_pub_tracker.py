@@ -320,6 +320,56 @@ def test_static_classes_have_zero_velocity():
     assert all(np.array_equal(t.velocity_mps, [[0.0, 0.0]]) for t in tracked)
 
 
+@pytest.mark.parametrize("with_velocity", [True, False])
+def test_moving_construction_vehicle_keeps_one_track(with_velocity):
+    # A truck the detector calls a construction vehicle drives at 6 m/s: 3 m a keyframe. As a
+    # static class (zero velocity, 2 m gate) it started a new track every keyframe. Now its
+    # motion is observed: one track, and its velocity is the detector's or, without one, the
+    # slope of its centres, x = 3 m * f at t = 0.5 s * f: exactly (6, 0) m/s.
+    frames = _frames(
+        [{"start": (0.0, 0.0), "vel": (6.0, 0.0), "cls": "construction_vehicle"}], 8, with_velocity
+    )
+    tracked = _track(frames)
+    assert {int(t.track_id[0]) for t in tracked} == {0}
+    velocity = np.concatenate([t.velocity_mps for t in tracked])
+    np.testing.assert_allclose(velocity, np.tile([6.0, 0.0], (8, 1)), atol=1e-9)
+
+
+def test_parked_construction_vehicle_is_still_one_track_at_rest():
+    # Observed motion, not the class, decides: a parked one (centres jittering by 0.3 m) has
+    # one track, and its velocity is the slope of its centres, small: by hand over the window
+    # of +-2 observations, x = 0, 0.3, 0, 0.3, 0 at t = 0, 0.5, ..., 2 s; at t = 1 s the slope
+    # is sum((t - 1) * x) / sum((t - 1)^2) = (-0.5 * 0.3 + 0.5 * 0.3) / 2.5 = 0.
+    frames = _frames(
+        [{"start": (5.0, 5.0), "vel": (0.0, 0.0), "cls": "construction_vehicle"}], 5, False
+    )
+    for f in (1, 3):
+        frames[f].center_m[0, 0] += 0.3
+    tracked = _track(frames)
+    assert {int(t.track_id[0]) for t in tracked} == {0}
+    np.testing.assert_allclose(tracked[2].velocity_mps, [[0.0, 0.0]], atol=1e-12)
+
+
+@pytest.mark.parametrize(("still_m", "same"), [(1.5, True), (0.0, False)])
+def test_parked_construction_vehicle_does_not_coast_on_its_jitter(still_m, same):
+    # Parked at x = 0, detected at 0, 0, 0, 0.9 m (one jittered box) at t = 0 ... 1.5 s, then
+    # missed for 3 s and seen again at x = 0 (t = 5 s). Its two last centres moved 0.9 m:
+    # - below the class's 1.5 m still displacement it is at rest and waits at 0.9 m, 0.9 m
+    #   from its next detection: the same track;
+    # - taken as motion (0.9 / 0.5 = 1.8 m/s) it coasts 3.5 s to 0.9 + 6.3 = 7.2 m, beyond the
+    #   4 m gate: a new track.
+    frames = _frames(
+        [{"start": (0.0, 0.0), "vel": (0.0, 0.0), "cls": "construction_vehicle",
+          "present": lambda f: not 4 <= f < 10}],
+        11,
+        with_velocity=False,
+    )  # fmt: skip
+    frames[3].center_m[0, 0] += 0.9
+    config = PubTrackerConfig(still_displacement_m={"construction_vehicle": still_m})
+    tracked = _track(frames, config)
+    assert (tracked[0].track_id[0] == tracked[10].track_id[0]) == same
+
+
 def test_higher_score_claims_the_contested_track():
     # Frame 0: one car. Frame 1: two detections near it; the lower one listed first is nearer
     # but the higher-scoring one is visited first and takes the track.
@@ -417,6 +467,8 @@ def test_config_errors_name_the_key():
         PubTrackerConfig(new_track_min_score=1.5)
     with pytest.raises(ValueError, match="static_classes"):
         PubTrackerConfig(static_classes=("cone",))
+    with pytest.raises(ValueError, match=r"still_displacement_m\['bus'\]"):
+        PubTrackerConfig(still_displacement_m={"bus": float("nan")})
     with pytest.raises(ConfigError, match="tracker_options: unknown key 'maxage'"):
         get_tracker("pub", {"maxage": 2})
     with pytest.raises(KeyError, match="unknown tracker"):

@@ -61,6 +61,22 @@ def test_parabola_central_difference_and_one_sided_ends():
     np.testing.assert_allclose(v[[0, -1]], [(0.25 - 0) / 0.5, (4 - 2.25) / 0.5])
 
 
+@pytest.mark.parametrize(("still_m", "expected"), [(0.1, 0.2), (0.3, 0.0)])
+def test_still_displacement_zeroes_slow_windows(still_m, expected):
+    # A track creeping at 0.2 m/s: x = 0, 0.1, ..., 0.4 m at t = 0, 0.5, ..., 2 s. With
+    # half_window 2, the first observation's window is t = 0 ... 1 s: slope 0.2 m/s, fitted
+    # displacement 0.2 * 1 = 0.2 m; the middle one's is t = 0 ... 2 s: 0.2 * 2 = 0.4 m.
+    # Below ``still_m`` the observation is at rest.
+    t = np.arange(5) * 0.5
+    xy = np.stack([0.2 * t, np.zeros(5)], axis=1)
+    velocity = track_velocities_mps(np.zeros(5, int), t, xy, 2, np.full(5, still_m))
+    np.testing.assert_allclose(velocity[0], [expected, 0.0], atol=1e-12)
+    np.testing.assert_allclose(velocity[2], [0.2, 0.0], atol=1e-12)
+    # The middle window's 0.4 m is at rest only below 0.4 m.
+    velocity = track_velocities_mps(np.zeros(5, int), t, xy, 2, np.full(5, 0.45))
+    np.testing.assert_allclose(velocity[2], [0.0, 0.0], atol=1e-12)
+
+
 def test_single_observation_has_no_velocity_and_empty_input():
     v = track_velocities_mps(np.array([1, 2, 2]), np.array([0.0, 0.0, 0.5]), np.zeros((3, 2)))
     assert np.isnan(v[0]).all() and np.array_equal(v[1:], np.zeros((2, 2)))

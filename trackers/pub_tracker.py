@@ -12,8 +12,11 @@ tracks, with the detection's velocity.
 Differences from CenterPoint's reference implementation, all deliberate:
 
 - an empty keyframe is a missed frame for every track (CenterPoint drops all tracks on one);
-- classes outside the nuScenes tracking benchmark are tracked too, as static objects (zero velocity),
-  so that later stages can refer to them; the submission writer leaves them out;
+- classes outside the nuScenes tracking benchmark are tracked too, so that later stages can refer
+  to them (the submission writer leaves them out): cones and barriers as static objects (zero
+  velocity); construction vehicles as movers whose velocity stays zero until their centres have
+  moved beyond their noise (``still_displacement_m``), since most stand still but a moving truck
+  is often called one;
 - a coasting track moves by its velocity times the current keyframe interval (CenterPoint reuses the
   interval of the frame where it was last matched; identical at a fixed 2 Hz);
 - a detection without velocity is matched against the tracks' predicted centres, and a track matched
@@ -44,6 +47,9 @@ from trackers.velocity import track_velocities_mps
 
 #: CenterPoint's nuScenes gates (metres per keyframe interval, 99.9th percentile of the velocity
 #: error) for the tracking classes; the static classes get gates from their position noise alone.
+#: Construction vehicles mostly stand (their gate is their position noise's), but a size-based
+#: detector calls moving trucks construction vehicles: a track not yet moving may be continued
+#: as far as a truck drives (``DEFAULT_MAX_SPEED_MPS``), and its observed motion is followed.
 DEFAULT_MATCH_DISTANCE_M: dict[str, float] = {
     "car": 4.0,
     "truck": 4.0,
@@ -66,18 +72,26 @@ DEFAULT_MAX_SPEED_MPS: dict[str, float] = {
     "pedestrian": 3.0,
     "motorcycle": 15.0,
     "bicycle": 8.0,
-    "construction_vehicle": 0.0,
+    "construction_vehicle": 15.0,
     "traffic_cone": 0.0,
     "barrier": 0.0,
 }
+#: Per class, how far (m) a track must move between two observations before it is taken to move
+#: (``PubTrackerConfig.still_displacement_m``): construction vehicles are mostly parked, a prior
+#: that their observed motion overrides.
+DEFAULT_STILL_DISPLACEMENT_M: dict[str, float] = {
+    name: 0.0 for name in DEFAULT_MATCH_DISTANCE_M
+} | {"construction_vehicle": 1.5}
 #: Small road users a size-based detector confuses from frame to frame (one motorcycle is seen
 #: as a motorcycle, bicycle, pedestrian or cone): the pipeline lets them continue each other's
 #: tracks when the ``refine`` stage follows to vote each track's class.
 REFINE_CLASS_GROUPS: tuple[tuple[str, ...], ...] = (
     ("pedestrian", "bicycle", "motorcycle", "traffic_cone"),
 )
-#: Classes the nuScenes tracking benchmark does not score; tracked with zero velocity.
-DEFAULT_STATIC_CLASSES: tuple[str, ...] = ("construction_vehicle", "traffic_cone", "barrier")
+#: Classes that never move, tracked with zero velocity. Not construction vehicles: they move, and
+#: a moving truck the detector calls one must keep its track (with zero velocity and a 2 m gate
+#: it started a new track every keyframe).
+DEFAULT_STATIC_CLASSES: tuple[str, ...] = ("traffic_cone", "barrier")
 
 
 def _per_class(value: object, defaults: dict[str, float], key: str, allow_zero: bool) -> dict:
@@ -133,6 +147,12 @@ class PubTrackerConfig:
         static_classes: classes tracked as static objects (their velocity is taken as zero).
         velocity_half_window: half width, in observations, of the least-squares window used for
             the output velocity of observations whose detector gave none (``trackers.velocity``).
+        still_displacement_m: per class, a track matched by a detection without velocity that
+            moved less than this since its previous observation is at rest: it predicts with
+            zero velocity instead of its jitter, and its output velocity (the slope above) is
+            zero where the slope's window moved less than this. The default, 1.5 m for
+            construction vehicles only, is a prior that observed motion overrides
+            (``DEFAULT_STILL_DISPLACEMENT_M``).
         track_score_length: every box of a track is scored by the track's evidence, the mean
             detection score of its boxes times ``1 - exp(-boxes / track_score_length)``, so a
             long, confidently detected track outranks a short one made of the same scores (the
@@ -158,6 +178,9 @@ class PubTrackerConfig:
     new_track_min_score: float = 0.0
     static_classes: tuple[str, ...] = DEFAULT_STATIC_CLASSES
     velocity_half_window: int = 2
+    still_displacement_m: dict[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_STILL_DISPLACEMENT_M)
+    )
     track_score_length: float = 0.0
     class_groups: tuple[tuple[str, ...], ...] = ()
 
@@ -171,6 +194,12 @@ class PubTrackerConfig:
         )
         self.max_speed_mps = _per_class(
             self.max_speed_mps, DEFAULT_MAX_SPEED_MPS, "max_speed_mps", allow_zero=True
+        )
+        self.still_displacement_m = _per_class(
+            self.still_displacement_m,
+            DEFAULT_STILL_DISPLACEMENT_M,
+            "still_displacement_m",
+            allow_zero=True,
         )
         score = self.new_track_min_score
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
@@ -372,6 +401,7 @@ def associate_clip(
     max_age: int,
     new_track_min_score: float,
     class_group: np.ndarray,
+    still_displacement_m: np.ndarray,
 ) -> np.ndarray:
     """Track ids of a whole clip's detections (the association; see the module docstring).
 
@@ -384,6 +414,9 @@ def associate_clip(
         gate_m, max_speed_mps: (C,) per class; max_age, new_track_min_score: as in the config.
         class_group: (C,) group of each class (``frame_distances``); a track takes the class of
             its latest detection.
+        still_displacement_m: (C,) per class: a track matched by a detection without velocity
+            that moved less than this since its previous observation is at rest (velocity
+            zero).
 
     Returns:
         (N,) int64 track ids (from 0, in order of creation), -1 for dropped detections.
@@ -438,9 +471,15 @@ def associate_clip(
                 t_velocity[tr, 0] = vx
                 t_velocity[tr, 1] = vy
             else:  # finite difference since the track's last observation
+                dx = center_xy_m[d, 0] - t_seen_xy[tr, 0]
+                dy = center_xy_m[d, 1] - t_seen_xy[tr, 1]
+                if np.hypot(dx, dy) < still_displacement_m[label[d]]:
+                    # Not moved beyond the class's noise: at rest (a velocity made of jitter,
+                    # coasting through missed keyframes, would carry the track off its object).
+                    dx, dy = 0.0, 0.0
                 elapsed = now - t_seen_time[tr]
-                t_velocity[tr, 0] = (center_xy_m[d, 0] - t_seen_xy[tr, 0]) / elapsed
-                t_velocity[tr, 1] = (center_xy_m[d, 1] - t_seen_xy[tr, 1]) / elapsed
+                t_velocity[tr, 0] = dx / elapsed
+                t_velocity[tr, 1] = dy / elapsed
             t_known[tr] = True
             t_xy[tr, 0] = center_xy_m[d, 0]
             t_xy[tr, 1] = center_xy_m[d, 1]
@@ -511,6 +550,10 @@ class PubTracker:
         self._max_speed_mps = np.array(
             [self.config.max_speed_mps[name] for name in DETECTION_CLASSES], dtype=np.float64
         )
+        self._still_displacement_m = np.array(
+            [self.config.still_displacement_m[name] for name in DETECTION_CLASSES],
+            dtype=np.float64,
+        )
         # Each class its own group unless ``class_groups`` joins it with others.
         group = np.arange(len(DETECTION_CLASSES), dtype=np.int64)
         for k, names in enumerate(self.config.class_groups):
@@ -569,6 +612,7 @@ class PubTracker:
             self.config.max_age,
             self.config.new_track_min_score,
             self._class_group,
+            self._still_displacement_m,
         )
 
         kept = ids >= 0
@@ -583,6 +627,7 @@ class PubTracker:
             times[frame_of],
             tracked.center_m[:, :2],
             self.config.velocity_half_window,
+            self._still_displacement_m[tracked.label.astype(np.int64)],
         )
         measured = np.isfinite(tracked.velocity_mps).all(axis=1)
         track_velocity = np.where(measured[:, None], tracked.velocity_mps, slope)

@@ -14,7 +14,11 @@ import numpy as np
 
 
 def track_velocities_mps(
-    track_id: np.ndarray, time_s: np.ndarray, center_xy_m: np.ndarray, half_window: int = 2
+    track_id: np.ndarray,
+    time_s: np.ndarray,
+    center_xy_m: np.ndarray,
+    half_window: int = 2,
+    still_displacement_m: np.ndarray | None = None,
 ) -> np.ndarray:
     """Velocity of every observation of every track, in the frame of ``center_xy_m``.
 
@@ -24,6 +28,9 @@ def track_velocities_mps(
         center_xy_m: (N, 2) observed centres, metres.
         half_window: observations taken either side of each one for the fit (>= 1); with 1 an
             interior observation gets the central difference of its neighbours.
+        still_displacement_m: optional (N,) metres: an observation whose fitted displacement
+            over its window (speed times the window's time span) is shorter than this is at
+            rest, velocity zero (the window's centres moved no more than their noise).
 
     Returns:
         (N, 2) velocities, m/s, in the input order; NaN for tracks observed once.
@@ -48,15 +55,22 @@ def track_velocities_mps(
     same_track = tid[1:] == tid[:-1]
     if np.any(same_track & (t[1:] == t[:-1])):
         raise ValueError("track_velocities_mps: a track has two observations at the same time")
-    velocity[order] = _window_slopes(tid, t, xy, half_window)
+    still = np.zeros(n) if still_displacement_m is None else np.asarray(still_displacement_m)
+    if still.shape != (n,):
+        raise ValueError(
+            f"track_velocities_mps: expected still_displacement_m ({n},), got {still.shape}"
+        )
+    velocity[order] = _window_slopes(tid, t, xy, half_window, still[order].astype(np.float64))
     return velocity
 
 
 @numba.njit(cache=True)
 def _window_slopes(
-    track_id: np.ndarray, time_s: np.ndarray, xy_m: np.ndarray, half_window: int
-) -> np.ndarray:
-    """(N, 2) least-squares slopes for observations sorted by (track, time); NaN if alone."""
+    track_id: np.ndarray, time_s: np.ndarray, xy_m: np.ndarray, half_window: int,
+    still_m: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """(N, 2) least-squares slopes for observations sorted by (track, time); NaN if alone, zero
+    where the fitted displacement over the window is shorter than ``still_m``."""
     n = track_id.shape[0]
     out = np.full((n, 2), np.nan)
     start = 0
@@ -84,7 +98,11 @@ def _window_slopes(
                 stx += t * x
                 sty += t * y
             denominator = count * stt - st * st
-            out[k, 0] = (count * stx - st * sx) / denominator
-            out[k, 1] = (count * sty - st * sy) / denominator
+            vx = (count * stx - st * sx) / denominator
+            vy = (count * sty - st * sy) / denominator
+            if np.sqrt(vx * vx + vy * vy) * (time_s[hi - 1] - time_s[lo]) < still_m[k]:
+                vx, vy = 0.0, 0.0
+            out[k, 0] = vx
+            out[k, 1] = vy
         start = end
     return out
