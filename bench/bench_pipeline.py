@@ -8,8 +8,9 @@ detector, and the real PandaSet-002 clip at 1920x1080 (from ``../shared/realdata
     python bench/bench_pipeline.py costs --against COMMIT [--repeat 1] [--detector lidar]
 
 Each (commit, clip) runs in a fresh process (so its peak RSS is that clip's), the two commits
-alternating; the earlier commit is checked out in a temporary git worktree. CPU seconds per stage
-are the process's CPU time inside each stage, measured the same way for both commits (by wrapping
+alternating (each first in every other repeat); the earlier commit is checked out in a temporary
+git worktree. CPU seconds per stage are the process's CPU time inside each stage, measured the
+same way for both commits (by wrapping
 ``ClipRun.execute``, which both have), less numba compilation (a checkout with numba's on-disk
 cache compiles nothing, a fresh worktree compiles everything); both checkouts get Python bytecode
 first, so no stage counts compiling the modules it imports.
@@ -153,8 +154,11 @@ def costs(args) -> None:
                 _compile_bytecode(code)
             for title, root, version, scene in clips:
                 runs: dict[str, list[dict]] = {name: [] for name in codes}
-                for _ in range(args.repeat):
-                    for name, code in codes.items():
+                for rep in range(args.repeat):
+                    # Each checkout goes first in every other repeat: the first run of a pair
+                    # reads the clip from a colder page cache.
+                    order = list(codes.items())[:: 1 if rep % 2 == 0 else -1]
+                    for name, code in order:
                         out = tmp / f"out-{len(runs[name])}-{name.replace('/', '_')}"
                         runs[name].append(_measure(code, root, version, scene, args.detector, out))
                 _print_costs(title, args.detector, runs, args.against)
