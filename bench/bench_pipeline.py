@@ -10,10 +10,10 @@ detector, and the real PandaSet-002 clip at 1920x1080 (from ``../shared/realdata
 Each (commit, clip) runs in a fresh process (so its peak RSS is that clip's), the two commits
 alternating (each first in every other repeat); the earlier commit is checked out in a temporary
 git worktree. CPU seconds per stage are the process's CPU time inside each stage, measured the
-same way for both commits (by wrapping
-``ClipRun.execute``, which both have), less numba compilation (a checkout with numba's on-disk
-cache compiles nothing, a fresh worktree compiles everything); both checkouts get Python bytecode
-first, so no stage counts compiling the modules it imports.
+same way for both commits (by wrapping ``ClipRun.execute``, which both have), less numba
+compilation (a checkout with numba's on-disk cache compiles nothing, a fresh worktree compiles
+everything); both checkouts get Python bytecode first, so no stage counts compiling the modules
+it imports.
 
 Throughput, serial vs Ray, on synthetic clips with the CPU defaults and the small-image
 thresholds of ``autolabel demo``::
