@@ -49,6 +49,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.sensors import CameraCalibration
 from calib.projection import NEAR_PLANE_M, box_silhouette_uv
+from calib.rotation import wrap_angle
 from calib.se3 import SE3
 
 #: Region sources, the ``source`` codes of :class:`BlurRegions`.
@@ -95,24 +96,16 @@ class GeometricConfig:
             unsure along its velocity by speed times this (added to the patch's thickness, and
             to the head region's footprint).
         sweep_period_s: the LiDAR's revolution when each camera is triggered as the beams sweep
-            across its centre (nuScenes; PandaSet-002's six cameras fire 19 - 100 ms after the
-            sweep's timestamp, in the order of their azimuths), 0 when the cameras are not
+            across it (nuScenes; PandaSet-002's six cameras fire 19 - 100 ms before the sweep's
+            timestamp, in the order of their azimuths), 0 (default) when the cameras are not
             synchronized with it. A box not moved to the image's capture time (a dataset's
-            annotation: drawn where the LiDAR hit its object) then differs from where the camera
-            saw the object by at most the time the beams take across the image's field of view
-            (where in it the trigger falls is the sensor rig's; 14 ms for a 52 degree camera,
-            26 ms for a 92 degree one, at 10 Hz), not by ``time_sigma_s``. Across half the
-            field of view left one PandaSet-002 plate (keyframe 10) 74 % covered. Off (0) by
-            default: it holds only where an annotation is at the time the beams hit its object,
-            as a real spinning LiDAR's are; the synthetic generator's are at the sweep's
-            timestamp while its cameras fire up to 45 ms later, and with 0.1 s 8,247 of 490,856
-            plate pixels of seed 5 stayed sharp. On PandaSet-002 (0.1 s, the seam at 125 - 240
-            degrees, with the rig's ego body) it takes the blurred share from 1.975 to 1.82 %
-            (all 16 keyframes, every label covered, see the README). The bound fails beside the sweep's seam (where a revolution starts and ends), which
-            lies inside one camera's field of view on both rigs: objects past it are swept a
-            revolution later. With the generator's ``lidar_hit_time`` on, seed 5 kept 218
-            plate pixels sharp in CAM_BACK_RIGHT, the nuScenes rig's seam camera. So it
-            needs ``sweep_seam_deg``.
+            annotation, fitted to the returns: where the LiDAR hit its object) then differs from
+            where the camera saw the object by at most the beams' time across the image's field
+            of view (14 ms for a 52 degree camera, 26 ms for a 92 degree one, at 10 Hz), not by
+            ``time_sigma_s``. Only where annotations are at the beams' hit time (real spinning
+            LiDARs; the synthetic generator with ``lidar_hit_time``), and not across the sweep's
+            seam (objects past it are swept a revolution later), so it needs
+            ``sweep_seam_deg``. Figures: README, "Releases".
         sweep_seam_deg: (from, to), degrees: the ego-frame azimuths (counter-clockwise from
             the ego's +x) between which, counter-clockwise from ``from`` to ``to``, the sweep's
             seam may lie (a rig's setting; its cameras fire in the beams' order, so it lies
@@ -515,7 +508,7 @@ def beyond_seam(
     axis_deg = np.degrees(np.arctan2(axis[1], axis[0]))
     centre = global_SE3_ego.inverse().transform_points(boxes_global.center_m)
     box_deg = np.degrees(np.arctan2(centre[:, 1], centre[:, 0]))
-    turn = np.mod(box_deg - axis_deg + 180.0, 360.0) - 180.0  # signed, shorter way
+    turn = np.degrees(wrap_angle(np.radians(box_deg - axis_deg)))  # signed, shorter way
     start = np.where(turn >= 0, axis_deg, box_deg)  # the arc, counter-clockwise from start
     length = np.abs(turn)
     lo, hi = seam_deg
@@ -558,8 +551,7 @@ def plate_and_head_regions(
     boxes = boxes_at_time(boxes_global, dt_s) if np.any(dt_s) else boxes_global
     sigma_t = np.full(len(boxes), cfg.time_sigma_s)
     if cfg.sweep_period_s > 0:
-        hfov = 2.0 * np.arctan(0.5 * camera.width_px / camera.intrinsic[0, 0])
-        seen = cfg.sweep_period_s * hfov / (2.0 * np.pi)
+        seen = cfg.sweep_period_s * camera.horizontal_fov_deg / 360.0
         unmoved = np.broadcast_to(np.asarray(dt_s, np.float64), (len(boxes),)) == 0
         unmoved &= ~beyond_seam(boxes, camera, global_SE3_ego, cfg.sweep_seam_deg)
         sigma_t[unmoved] = np.minimum(cfg.time_sigma_s, seen)
