@@ -503,5 +503,26 @@ def release(
         print(f"split {split}: {n} records, {summary['clips'][split]} clips")
 
 
+@app.command("sweep-timing")
+def sweep_timing(
+    dataroot: str = typer.Argument(..., help="dataset root (holds the table folder)"),
+    version: str = typer.Option(..., help="table folder, e.g. v1.0-trainval"),
+    scene: str = typer.Option(None, help="clip to read (default: the first)"),
+    min_range_m: float = typer.Option(
+        5.0, help="nearest object the seam's widening for the LiDAR's lever arm covers, metres"
+    ),
+) -> None:
+    """Measure the LiDAR sweep's period, seam and camera triggers from a dataset's own files, and
+    print the release's sweep settings (anonymize.geometric) when the rig supports them."""
+    from autolabel.anonymize.sweep_timing import format_sweep_timing, measure_sweep_timing
+    from autolabel.nuscenes_reader import DatasetError, list_clips, open_dataset, read_clip
+
+    with exit_on(DatasetError, FileNotFoundError, KeyError, ValueError):
+        nusc = open_dataset(dataroot, version)
+        clip = read_clip(nusc, scene or list_clips(nusc)[0], with_ground_truth=False)
+        timing = measure_sweep_timing(clip)
+        print("\n".join(format_sweep_timing(timing, min_range_m)))
+
+
 if __name__ == "__main__":
     app()

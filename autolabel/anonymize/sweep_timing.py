@@ -1,0 +1,283 @@
+"""When a spinning LiDAR's beams cross each direction, read from a dataset's own files.
+
+The rig settings ``GeometricConfig.sweep_period_s`` and ``sweep_seam_deg`` say that the cameras
+fire as the beams pass them and where a revolution starts and ends (the seam). nuScenes-format
+tables carry neither, but a rig's files often do:
+
+- the period is the time between consecutive sweeps;
+- a sweep file whose returns are stored in firing order (their azimuth turns steadily one way
+  through the file, as PandaSet's do) starts and ends at the seam;
+- each camera's capture time relative to its keyframe's LiDAR timestamp is constant when the
+  beams trigger it, and the cameras then fire in the order the beams reach them from the seam.
+
+Azimuths are ego-frame, degrees counter-clockwise from the ego's +x (as ``sweep_seam_deg``); a
+return's azimuth is its direction from the LiDAR, turned into the ego frame's orientation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autolabel.clip import Clip
+from autolabel.nuscenes_reader import load_lidar_points
+from calib.se3 import SE3
+
+#: A file's returns are cut into this many consecutive blocks; the blocks' azimuths must turn one
+#: way (half a degree of rotation per block at 720).
+ORDER_BLOCKS = 720
+#: ... in at least this share of the steps between blocks (lasers of a head sit a few degrees
+#: apart in azimuth, and a block may straddle them) ...
+MIN_ORDERED_SHARE = 0.9
+#: ... and the whole file must turn by a revolution within this many degrees.
+TURN_TOLERANCE_DEG = 30.0
+#: Returns nearer than this to the LiDAR are left out (the ego's own body, spray).
+MIN_RETURN_RANGE_M = 1.0
+
+
+@dataclass(frozen=True)
+class SweepEnds:
+    """Where one sweep file's returns start and end, ego-frame azimuths in degrees.
+
+    ``turn_deg`` is the file's rotation from its first block of returns to its last: about -360
+    for a LiDAR turning clockwise seen from above, +360 counter-clockwise.
+    """
+
+    start_deg: float
+    end_deg: float
+    turn_deg: float
+
+
+@dataclass(frozen=True)
+class CameraTrigger:
+    """When one camera fires relative to its keyframe's LiDAR timestamp.
+
+    Attributes:
+        channel: camera channel.
+        axis_deg: ego-frame azimuth of the optical axis, degrees.
+        offset_ms: median over keyframes of (image time - LiDAR keyframe time), milliseconds.
+        spread_ms: largest minus smallest offset over the keyframes (a triggered camera's is a
+            fraction of a millisecond).
+    """
+
+    channel: str
+    axis_deg: float
+    offset_ms: float
+    spread_ms: float
+
+
+@dataclass(frozen=True)
+class SweepTiming:
+    """A clip's LiDAR sweep timing.
+
+    Attributes:
+        sweeps: LiDAR files read (keyframes and the sweeps between them).
+        ordered: of them, files whose returns are stored in firing order.
+        period_s: median time between consecutive sweeps, seconds.
+        turn_deg: median rotation through an ordered file (sign: +1 counter-clockwise).
+        ends_deg: (2 * ordered,) the ordered files' start and end azimuths.
+        lever_arm_m: the LiDAR's horizontal distance from the ego origin (the seam is a beam
+            direction from the LiDAR; ``sweep_seam_deg`` is tested on directions from the
+            ego origin).
+        triggers: the cameras, in the order they fire.
+    """
+
+    sweeps: int
+    ordered: int
+    period_s: float
+    turn_deg: float
+    ends_deg: np.ndarray
+    lever_arm_m: float
+    triggers: tuple[CameraTrigger, ...]
+
+    @property
+    def seam_arc_deg(self) -> tuple[float, float] | None:
+        """(from, to): the shortest arc, counter-clockwise, holding every ordered file's start
+        and end azimuth (None when no file is ordered)."""
+        return covering_arc_deg(self.ends_deg)
+
+    def seam_deg(self, min_range_m: float = 5.0) -> tuple[float, float] | None:
+        """``sweep_seam_deg`` for this rig: the seam's arc widened on both sides by the most a
+        direction from the ego origin differs from the LiDAR's to an object ``min_range_m`` away
+        (asin(lever arm / range)); None when no file is ordered."""
+        arc = self.seam_arc_deg
+        if arc is None:
+            return None
+        if min_range_m <= self.lever_arm_m:
+            raise ValueError(
+                f"min_range_m: {min_range_m} m must exceed the LiDAR's lever arm "
+                f"{self.lever_arm_m:.2f} m"
+            )
+        widen = float(np.degrees(np.arcsin(self.lever_arm_m / min_range_m)))
+        return (wrap_deg(arc[0] - widen), wrap_deg(arc[1] + widen))
+
+    @property
+    def cameras_fire_in_beam_order(self) -> bool:
+        """The cameras fire in the order the beams reach their axes, once round (so their capture
+        times follow the sweep), each at a steady offset (spread under a tenth of the period).
+        False without an ordered file or with fewer than two cameras."""
+        if not self.ordered or len(self.triggers) < 2:
+            return False
+        steady = all(t.spread_ms < 100.0 * self.period_s for t in self.triggers)
+        axes = np.array([t.axis_deg for t in self.triggers])
+        # Turn from each camera's axis to the next one's to fire, along the rotation: once round
+        # in all when the beams' order is the firing order.
+        steps = np.mod(np.sign(self.turn_deg) * np.diff(np.append(axes, axes[0])), 360.0)
+        return bool(steady and np.isclose(steps.sum(), 360.0))
+
+
+def wrap_deg(angle_deg: float) -> float:
+    """The angle in (-180, 180] degrees."""
+    wrapped = float(np.mod(angle_deg + 180.0, 360.0) - 180.0)
+    return 180.0 if wrapped == -180.0 else wrapped
+
+
+def covering_arc_deg(angles_deg: np.ndarray) -> tuple[float, float] | None:
+    """(from, to): the shortest counter-clockwise arc holding every angle, both in (-180, 180];
+    None for no angle. The arc is the circle less its widest gap between neighbouring angles."""
+    a = np.sort(np.mod(np.asarray(angles_deg, dtype=np.float64), 360.0))
+    if len(a) == 0:
+        return None
+    gaps = np.diff(np.append(a, a[0] + 360.0))
+    widest = int(np.argmax(gaps))
+    return (wrap_deg(a[(widest + 1) % len(a)]), wrap_deg(a[widest]))
+
+
+def sweep_ends(points_lidar: np.ndarray, ego_SE3_lidar: SE3) -> SweepEnds | None:
+    """Where a sweep file's returns start and end, when they are stored in firing order.
+
+    Args:
+        points_lidar: (P, >=2) returns in the file's order, x and y in the LiDAR frame (metres).
+        ego_SE3_lidar: the LiDAR's pose in the ego frame (only its rotation is used).
+
+    Returns:
+        The first and last blocks' azimuths (ego frame, degrees) and the turn between them, or
+        None when the returns are not in firing order (too few returns, azimuths that do not
+        turn one way through the file, or a turn that is not one revolution).
+    """
+    xy = np.asarray(points_lidar, dtype=np.float64)[:, :2]
+    xy = xy[np.hypot(xy[:, 0], xy[:, 1]) >= MIN_RETURN_RANGE_M]
+    if len(xy) < 4 * ORDER_BLOCKS:
+        return None
+    direction = ego_SE3_lidar.rotation[:2, :2] @ xy.T
+    unit = direction / np.hypot(direction[0], direction[1])
+    # Circular mean per block: a block's returns come from lasers a few degrees apart.
+    edges = np.linspace(0, len(xy), ORDER_BLOCKS + 1).astype(np.int64)
+    sums = np.add.reduceat(unit, edges[:-1], axis=1)
+    block_deg = np.degrees(np.arctan2(sums[1], sums[0]))
+    steps = np.mod(np.diff(block_deg) + 180.0, 360.0) - 180.0
+    turn = float(steps.sum())
+    if abs(abs(turn) - 360.0) > TURN_TOLERANCE_DEG:
+        return None
+    if np.mean(np.sign(steps) == np.sign(turn)) < MIN_ORDERED_SHARE:
+        return None
+    return SweepEnds(start_deg=float(block_deg[0]), end_deg=float(block_deg[-1]), turn_deg=turn)
+
+
+def camera_axis_deg(ego_SE3_camera: SE3) -> float:
+    """Ego-frame azimuth of a camera's optical axis (its +z), degrees."""
+    axis = ego_SE3_camera.rotation[:, 2]
+    return float(np.degrees(np.arctan2(axis[1], axis[0])))
+
+
+def camera_triggers(clip: Clip) -> tuple[CameraTrigger, ...]:
+    """Each camera's offset from its keyframe's LiDAR timestamp over the clip, in firing order."""
+    offsets: dict[str, list[float]] = {}
+    axes: dict[str, float] = {}
+    for frame in clip.frames:
+        for channel, image in frame.cameras.items():
+            offsets.setdefault(channel, []).append(
+                (image.timestamp_us - frame.lidar.timestamp_us) / 1e3
+            )
+            axes.setdefault(channel, camera_axis_deg(image.calibration.ego_SE3_camera))
+    triggers = [
+        CameraTrigger(
+            channel=ch,
+            axis_deg=axes[ch],
+            offset_ms=float(np.median(o)),
+            spread_ms=float(np.max(o) - np.min(o)),
+        )
+        for ch, o in offsets.items()
+    ]
+    return tuple(sorted(triggers, key=lambda t: (t.offset_ms, t.channel)))
+
+
+def measure_sweep_timing(clip: Clip) -> SweepTiming:
+    """The clip's sweep period, seam and camera triggers from its LiDAR files and timestamps.
+
+    Reads every LiDAR file the clip lists (keyframes and the sweeps ``read_clip(max_sweeps=...)``
+    kept before them), each once.
+
+    Raises:
+        ValueError: the clip has no keyframe; FileNotFoundError / DatasetError: a LiDAR file is
+            missing or malformed (the message names it).
+    """
+    if not clip.frames:
+        raise ValueError(f"clip {clip.name!r} has no keyframe")
+    fallback = clip.frames[0].lidar_calibration.ego_SE3_lidar
+    sweeps = {}
+    for frame in clip.frames:
+        for sweep in (frame.lidar, *frame.sweeps):
+            sweeps[sweep.timestamp_us, str(sweep.path)] = sweep
+    ordered = sorted(sweeps.items())
+    ends = []
+    for _, sweep in ordered:
+        pose = sweep.ego_SE3_lidar if sweep.ego_SE3_lidar is not None else fallback
+        found = sweep_ends(load_lidar_points(sweep), pose)
+        if found is not None:
+            ends.append(found)
+    times = np.array([key[0] for key, _ in ordered], dtype=np.float64)
+    steps = np.diff(np.unique(times)) / 1e6
+    return SweepTiming(
+        sweeps=len(ordered),
+        ordered=len(ends),
+        period_s=float(np.median(steps)) if len(steps) else float("nan"),
+        turn_deg=float(np.median([e.turn_deg for e in ends])) if ends else float("nan"),
+        ends_deg=np.array([a for e in ends for a in (e.start_deg, e.end_deg)]),
+        lever_arm_m=float(np.hypot(*fallback.translation[:2])),
+        triggers=camera_triggers(clip),
+    )
+
+
+def format_sweep_timing(timing: SweepTiming, min_range_m: float = 5.0) -> list[str]:
+    """Lines describing ``timing``, ending with the release settings they support (or why none)."""
+    rotation = "clockwise" if timing.turn_deg < 0 else "counter-clockwise"
+    lines = [
+        f"sweeps: {timing.sweeps} read, {timing.ordered} with their returns in firing order"
+        + (f" (turning {rotation} seen from above)" if timing.ordered else ""),
+        f"period: {timing.period_s:.4f} s (median time between sweeps)",
+    ]
+    arc = timing.seam_arc_deg
+    if arc is not None:
+        lines.append(
+            f"seam: every ordered sweep starts and ends between {arc[0]:.1f} and {arc[1]:.1f} deg "
+            "(ego frame, counter-clockwise from +x)"
+        )
+    lines.append("cameras (image time - LiDAR keyframe time, median; spread over keyframes):")
+    lines += [
+        f"  {t.channel:<20} axis {t.axis_deg:7.1f} deg  {t.offset_ms:8.2f} ms  spread {t.spread_ms:.2f} ms"
+        for t in timing.triggers
+    ]
+    seam = timing.seam_deg(min_range_m)
+    if seam is None:
+        lines.append(
+            "no sweep file holds its returns in firing order: the seam is unknown, leave "
+            "anonymize.geometric.sweep_period_s at 0"
+        )
+    elif not timing.cameras_fire_in_beam_order:
+        lines.append(
+            "the cameras do not fire steadily in the beams' order: leave "
+            "anonymize.geometric.sweep_period_s at 0"
+        )
+    else:
+        lo, hi = np.floor(seam[0] * 10) / 10, np.ceil(seam[1] * 10) / 10
+        lines += [
+            f"release config (the seam widened by {min_range_m:g} m from the LiDAR's "
+            f"{timing.lever_arm_m:.2f} m lever arm):",
+            "anonymize:",
+            "  geometric:",
+            f"    sweep_period_s: {round(timing.period_s, 3):g}",
+            f"    sweep_seam_deg: [{lo:.1f}, {hi:.1f}]",
+        ]
+    return lines
