@@ -13,8 +13,8 @@ writes its blur masks; the figures are computed here from the masks:
 - PandaSet-002 (exact annotations, the release's default anonymizer with CenterFace, and the
   rig's settings from the labels file where the version has them: the ego body,
   ``occlusion.ego_body_m``, and the LiDAR's sweep, ``geometric.sweep_period_s`` and
-  ``sweep_seam_deg``), on the
-  hand-labelled keyframes of ``tests/data/pandaset_002_anonymization_labels.json``: plate, face
+  ``sweep_seam_deg``, for versions that do not read the sweep from the clip's own files,
+  ``geometric.sweep_from_files``), on the hand-labelled keyframes of ``tests/data/pandaset_002_anonymization_labels.json``: plate, face
   and head recall (a labelled box is covered when >= 90 % of it is blurred), blurred share, the
   median and 10th percentile over (car, image) of the share of each car's projected silhouette
   left sharp, seconds per image; for all labelled keyframes, and apart for those the margins
@@ -64,6 +64,16 @@ def _masks_main(spec_path: str, save: str) -> None:
             )
         return lambda f: None
 
+    def clip_config(clip, cfg):
+        """The clip's own sweep timing where the release reads it (geometric.sweep_from_files)."""
+        try:
+            from autolabel.anonymize.sweep_timing import clip_geometric_config
+        except ImportError:  # versions before it
+            return cfg
+        import dataclasses
+
+        return dataclasses.replace(cfg, geometric=clip_geometric_config(clip, cfg.geometric)[0])
+
     spec = json.loads(Path(spec_path).read_text())
     cfg = AnonymizeConfig(learned_faces=spec["learned_faces"])
     rig = spec.get("rig") or {}
@@ -73,7 +83,11 @@ def _masks_main(spec_path: str, save: str) -> None:
 
         ego = dataclasses.replace(occlusion, ego_body_m=tuple(rig["ego_body_m"]))
         cfg = dataclasses.replace(cfg, occlusion=ego)
-    if rig.get("sweep_seam_deg") and hasattr(cfg.geometric, "sweep_seam_deg"):
+    if (
+        rig.get("sweep_seam_deg")
+        and hasattr(cfg.geometric, "sweep_seam_deg")
+        and not hasattr(cfg.geometric, "sweep_from_files")
+    ):
         import dataclasses
 
         sweep = dataclasses.replace(
@@ -90,12 +104,13 @@ def _masks_main(spec_path: str, save: str) -> None:
     nusc = open_dataset(spec["dataroot"], spec["version"])
     out, seconds = {}, 0.0
     for name in list_clips(nusc):
-        clip = read_clip(nusc, name, max_sweeps=1)
+        clip = read_clip(nusc, name, max_sweeps=2)
+        clip_cfg = clip_config(clip, cfg)
         run_dir = Path(spec["run"]) / name if spec["run"] else Path("/nonexistent")
-        boxes, margins, _ = anonymization_boxes(clip, run_dir, cfg)
+        boxes, margins, _ = anonymization_boxes(clip, run_dir, clip_cfg)
         frames = spec["keyframes"] or range(len(clip.frames))
         t0 = time.perf_counter()
-        anchors_of = clip_anchors(clip, boxes, margins, cfg)
+        anchors_of = clip_anchors(clip, boxes, margins, clip_cfg)
         seconds += time.perf_counter() - t0
         for f in frames:
             frame = clip.frames[f]
@@ -107,7 +122,7 @@ def _masks_main(spec_path: str, save: str) -> None:
                 t0 = time.perf_counter()
                 extra = () if anchors is None else (anchors,)
                 anon = anonymize_image(
-                    image, cam, boxes[f], frame.timestamp_us, cfg, detector, margins[f], *extra
+                    image, cam, boxes[f], frame.timestamp_us, clip_cfg, detector, margins[f], *extra
                 )
                 seconds += time.perf_counter() - t0
                 out[f"{name}|{f}|{channel}"] = np.packbits(anon.mask)
@@ -250,7 +265,8 @@ def main() -> None:
         print(f"PandaSet-002: keyframes {labels['checked_keyframes']} x 6 cameras, exact "
               "annotations, default anonymizer (CenterFace on) with the rig's settings where "
               f"the version has them: ego body {labels.get('ego_body_m')}, sweep "
-              f"{labels.get('sweep_period_s')} s, seam {labels.get('sweep_seam_deg')} deg")  # fmt: skip
+              f"{labels.get('sweep_period_s')} s, seam {labels.get('sweep_seam_deg')} deg "
+              "(where the version does not read them from the clip's files)")  # fmt: skip
         shown = []
         for label, code in approaches.items():
             save = root / "masks" / f"pandaset-{code.name}.npz"

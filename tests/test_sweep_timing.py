@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from realdata import PANDASET, PANDASET_VERSION, realdata_dir, requires_realdata
 
+from autolabel.anonymize.geometric import GeometricConfig
 from autolabel.anonymize.sweep_timing import (
     CameraTrigger,
     SweepTiming,
+    clip_geometric_config,
     covering_arc_deg,
     format_sweep_timing,
     sweep_ends,
@@ -75,6 +77,7 @@ def _timing(triggers, turn_deg=-358.0, period_s=0.1) -> SweepTiming:
     return SweepTiming(
         sweeps=2,
         ordered=2,
+        unreadable=0,
         period_s=period_s,
         turn_deg=turn_deg,
         ends_deg=np.array([-179.9, -176.8, -179.5, -176.9]),
@@ -106,13 +109,18 @@ def test_cameras_must_fire_in_the_beams_order_once_round():
     assert not _timing(CLOCKWISE, turn_deg=358.0).cameras_fire_in_beam_order
     swapped = [CLOCKWISE[0], CLOCKWISE[2], CLOCKWISE[1], *CLOCKWISE[3:]]
     assert not _timing(swapped).cameras_fire_in_beam_order
+    # At 20 Hz the six cameras' 81 ms span more than one revolution; without a period, nothing.
+    assert not _timing(CLOCKWISE, period_s=0.05).cameras_fire_in_beam_order
+    assert _timing(CLOCKWISE, period_s=float("nan")).release_settings is None
+    settings = _timing(CLOCKWISE).release_settings
+    assert settings[0] == 0.1 and settings[1] == pytest.approx((170.893, -167.593), abs=1e-3)
     unsteady = _timing(CLOCKWISE)
     unsteady = SweepTiming(
         **{**unsteady.__dict__, "triggers": (CameraTrigger("B", -178.0, -100.0, 12.0),)
            + unsteady.triggers[1:]}
     )  # fmt: skip
     assert not unsteady.cameras_fire_in_beam_order
-    assert "leave anonymize.geometric.sweep_period_s at 0" in format_sweep_timing(unsteady)[-1]
+    assert "a release keeps anonymize.geometric.time_sigma_s" in format_sweep_timing(unsteady)[-1]
 
 
 def test_synthetic_cameras_do_not_follow_the_order_of_the_generators_files(synth_run):
@@ -125,6 +133,9 @@ def test_synthetic_cameras_do_not_follow_the_order_of_the_generators_files(synth
     timing = measure_sweep_timing(clip)
     assert timing.ordered == timing.sweeps and timing.turn_deg > 0
     assert not timing.cameras_fire_in_beam_order
+    # So a release keeps the default geometric settings on synthetic clips.
+    config, measured = clip_geometric_config(clip, GeometricConfig())
+    assert config == GeometricConfig() and measured is not None
 
 
 @requires_realdata(PANDASET)
@@ -158,6 +169,17 @@ def test_pandaset_sweeps_start_and_end_behind_the_car_where_cam_back_fires_first
     seam_lo, seam_hi = timing.seam_deg(5.0)
     width = np.mod(set_hi - set_lo, 360.0)
     assert np.mod(seam_lo - set_lo, 360.0) <= width and np.mod(seam_hi - set_lo, 360.0) <= width
+    # A release reads the same from the 16 keyframe files alone (and the step back to the sweep
+    # before each); a period set in the config wins, and sweep_from_files off keeps the default.
+    keyframes_only = read_clip(nusc, list_clips(nusc)[0], max_sweeps=2, with_ground_truth=False)
+    config, measured = clip_geometric_config(keyframes_only, GeometricConfig())
+    assert measured.sweeps == measured.ordered == 16
+    assert config.sweep_period_s == 0.1
+    assert config.sweep_seam_deg == pytest.approx(timing.seam_deg(5.0), abs=0.5)
+    fixed = GeometricConfig(sweep_period_s=0.05, sweep_seam_deg=(0.0, 10.0))
+    assert clip_geometric_config(keyframes_only, fixed) == (fixed, None)
+    off = GeometricConfig(sweep_from_files=False)
+    assert clip_geometric_config(keyframes_only, off) == (off, None)
 
 
 def test_cli_names_the_missing_table_folder(tmp_path):

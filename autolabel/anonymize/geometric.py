@@ -113,6 +113,11 @@ class GeometricConfig:
             offset from the ego origin widen that). A box whose direction from the ego origin
             is, seen from the camera's optical axis, on the seam's far side or within the
             interval keeps ``time_sigma_s``. Required with ``sweep_period_s``.
+        sweep_from_files: with ``sweep_period_s`` 0, a release reads both per clip from the
+            clip's own LiDAR files and camera times (:mod:`autolabel.anonymize.sweep_timing`)
+            and uses them only where its keyframe files hold their returns in firing order and
+            its cameras fire steadily in the beams' order within one period; elsewhere the clip
+            keeps ``time_sigma_s``.
         min_plate_px: plate patches whose plate envelope is narrower than this many pixels are
             not blurred (0, the default: every plate is blurred, however small; a release must
             cover every plate pixel, and a plate too small to read is also cheap to blur).
@@ -146,6 +151,7 @@ class GeometricConfig:
     time_sigma_s: float = 0.05
     sweep_period_s: float = 0.0
     sweep_seam_deg: tuple[float, ...] = ()
+    sweep_from_files: bool = True
     min_plate_px: float = 0.0
     head_classes: tuple[str, ...] = _HEAD_CLASSES
     head_band_m: float = 0.35

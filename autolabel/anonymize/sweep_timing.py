@@ -8,7 +8,10 @@ tables carry neither, but a rig's files often do:
 - a sweep file whose returns are stored in firing order (their azimuth turns steadily one way
   through the file, as PandaSet's do) starts and ends at the seam;
 - each camera's capture time relative to its keyframe's LiDAR timestamp is constant when the
-  beams trigger it, and the cameras then fire in the order the beams reach them from the seam.
+  beams trigger it, and the cameras then fire in the order the beams reach them, once round.
+
+A release reads them per clip (``GeometricConfig.sweep_from_files``, :func:`clip_geometric_config`);
+``autolabel sweep-timing`` prints them for a clip.
 
 Azimuths are ego-frame, degrees counter-clockwise from the ego's +x (as ``sweep_seam_deg``); a
 return's azimuth is its direction from the LiDAR, turned into the ego frame's orientation.
@@ -16,12 +19,13 @@ return's azimuth is its direction from the LiDAR, turned into the ego frame's or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from autolabel.anonymize.geometric import GeometricConfig
 from autolabel.clip import Clip
-from autolabel.nuscenes_reader import load_lidar_points
+from autolabel.nuscenes_reader import DatasetError, load_lidar_points
 from calib.se3 import SE3
 
 #: A file's returns are cut into this many consecutive blocks; the blocks' azimuths must turn one
@@ -34,6 +38,9 @@ MIN_ORDERED_SHARE = 0.9
 TURN_TOLERANCE_DEG = 30.0
 #: Returns nearer than this to the LiDAR are left out (the ego's own body, spray).
 MIN_RETURN_RANGE_M = 1.0
+#: The seam is widened for objects at least this far from the ego origin (nearer ones stand
+#: where the ego's body hides them from most cameras).
+SEAM_MIN_RANGE_M = 5.0
 
 
 @dataclass(frozen=True)
@@ -72,9 +79,11 @@ class SweepTiming:
     """A clip's LiDAR sweep timing.
 
     Attributes:
-        sweeps: LiDAR files read (keyframes and the sweeps between them).
+        sweeps: LiDAR files read (keyframes, and with ``read_sweeps`` the sweeps before them).
         ordered: of them, files whose returns are stored in firing order.
-        period_s: median time between consecutive sweeps, seconds.
+        unreadable: files listed but missing or malformed (left out).
+        period_s: median time from a keyframe's sweep back to the sweep before it, seconds
+            (NaN when the clip lists no sweep between keyframes).
         turn_deg: median rotation through an ordered file (sign: +1 counter-clockwise).
         ends_deg: (2 * ordered,) the ordered files' start and end azimuths.
         lever_arm_m: the LiDAR's horizontal distance from the ego origin (the seam is a beam
@@ -85,6 +94,7 @@ class SweepTiming:
 
     sweeps: int
     ordered: int
+    unreadable: int
     period_s: float
     turn_deg: float
     ends_deg: np.ndarray
@@ -97,7 +107,7 @@ class SweepTiming:
         and end azimuth (None when no file is ordered)."""
         return covering_arc_deg(self.ends_deg)
 
-    def seam_deg(self, min_range_m: float = 5.0) -> tuple[float, float] | None:
+    def seam_deg(self, min_range_m: float = SEAM_MIN_RANGE_M) -> tuple[float, float] | None:
         """``sweep_seam_deg`` for this rig: the seam's arc widened on both sides by the most a
         direction from the ego origin differs from the LiDAR's to an object ``min_range_m`` away
         (asin(lever arm / range)); None when no file is ordered."""
@@ -114,17 +124,28 @@ class SweepTiming:
 
     @property
     def cameras_fire_in_beam_order(self) -> bool:
-        """The cameras fire in the order the beams reach their axes, once round (so their capture
-        times follow the sweep), each at a steady offset (spread under a tenth of the period).
-        False without an ordered file or with fewer than two cameras."""
-        if not self.ordered or len(self.triggers) < 2:
+        """The cameras fire in the order the beams reach their axes, once round, all within one
+        period, each at a steady offset (spread under a tenth of the period): their capture
+        times follow the sweep. False without an ordered file, a period or two cameras."""
+        if not self.ordered or len(self.triggers) < 2 or not self.period_s > 0:
             return False
+        offsets = np.array([t.offset_ms for t in self.triggers])
         steady = all(t.spread_ms < 100.0 * self.period_s for t in self.triggers)
+        within = offsets[-1] - offsets[0] < 1000.0 * self.period_s
         axes = np.array([t.axis_deg for t in self.triggers])
         # Turn from each camera's axis to the next one's to fire, along the rotation: once round
         # in all when the beams' order is the firing order.
         steps = np.mod(np.sign(self.turn_deg) * np.diff(np.append(axes, axes[0])), 360.0)
-        return bool(steady and np.isclose(steps.sum(), 360.0))
+        return bool(steady and within and np.isclose(steps.sum(), 360.0))
+
+    @property
+    def release_settings(self) -> tuple[float, tuple[float, float]] | None:
+        """(``sweep_period_s``, ``sweep_seam_deg``) where the files and cameras support them
+        (the period rounded to the millisecond, the seam widened for ``SEAM_MIN_RANGE_M``)."""
+        seam = self.seam_deg()
+        if seam is None or not self.cameras_fire_in_beam_order:
+            return None
+        return round(self.period_s, 3), seam
 
 
 def wrap_deg(angle_deg: float) -> float:
@@ -203,36 +224,45 @@ def camera_triggers(clip: Clip) -> tuple[CameraTrigger, ...]:
     return tuple(sorted(triggers, key=lambda t: (t.offset_ms, t.channel)))
 
 
-def measure_sweep_timing(clip: Clip) -> SweepTiming:
+def measure_sweep_timing(clip: Clip, read_sweeps: bool = True) -> SweepTiming:
     """The clip's sweep period, seam and camera triggers from its LiDAR files and timestamps.
 
-    Reads every LiDAR file the clip lists (keyframes and the sweeps ``read_clip(max_sweeps=...)``
-    kept before them), each once.
+    Args:
+        clip: a clip read with ``max_sweeps`` >= 2 (the period is the step from each keyframe's
+            sweep back to the one before it).
+        read_sweeps: read the sweeps between keyframes too (else the keyframes' files only;
+            their timestamps still give the period).
+
+    A missing or malformed file is counted in ``unreadable`` and left out.
 
     Raises:
-        ValueError: the clip has no keyframe; FileNotFoundError / DatasetError: a LiDAR file is
-            missing or malformed (the message names it).
+        ValueError: the clip has no keyframe.
     """
     if not clip.frames:
         raise ValueError(f"clip {clip.name!r} has no keyframe")
     fallback = clip.frames[0].lidar_calibration.ego_SE3_lidar
-    sweeps = {}
+    files = {}
     for frame in clip.frames:
-        for sweep in (frame.lidar, *frame.sweeps):
-            sweeps[sweep.timestamp_us, str(sweep.path)] = sweep
-    ordered = sorted(sweeps.items())
-    ends = []
-    for _, sweep in ordered:
+        for sweep in (frame.lidar, *frame.sweeps) if read_sweeps else (frame.lidar,):
+            files[sweep.timestamp_us, str(sweep.path)] = sweep
+    ends, unreadable = [], 0
+    for _, sweep in sorted(files.items()):
         pose = sweep.ego_SE3_lidar if sweep.ego_SE3_lidar is not None else fallback
-        found = sweep_ends(load_lidar_points(sweep), pose)
+        try:
+            found = sweep_ends(load_lidar_points(sweep), pose)
+        except (FileNotFoundError, DatasetError):
+            unreadable += 1
+            continue
         if found is not None:
             ends.append(found)
-    times = np.array([key[0] for key, _ in ordered], dtype=np.float64)
-    steps = np.diff(np.unique(times)) / 1e6
+    steps = [
+        (f.lidar.timestamp_us - f.sweeps[0].timestamp_us) / 1e6 for f in clip.frames if f.sweeps
+    ]
     return SweepTiming(
-        sweeps=len(ordered),
+        sweeps=len(files),
         ordered=len(ends),
-        period_s=float(np.median(steps)) if len(steps) else float("nan"),
+        unreadable=unreadable,
+        period_s=float(np.median(steps)) if steps else float("nan"),
         turn_deg=float(np.median([e.turn_deg for e in ends])) if ends else float("nan"),
         ends_deg=np.array([a for e in ends for a in (e.start_deg, e.end_deg)]),
         lever_arm_m=float(np.hypot(*fallback.translation[:2])),
@@ -240,13 +270,29 @@ def measure_sweep_timing(clip: Clip) -> SweepTiming:
     )
 
 
-def format_sweep_timing(timing: SweepTiming, min_range_m: float = 5.0) -> list[str]:
+def clip_geometric_config(
+    clip: Clip, config: GeometricConfig
+) -> tuple[GeometricConfig, SweepTiming | None]:
+    """``config`` with the clip's own sweep period and seam where ``config.sweep_from_files``
+    asks for them (a period set in the config wins) and the clip's keyframe files and cameras
+    support them; the measured timing (None when not measured)."""
+    if config.sweep_period_s > 0 or not config.sweep_from_files:
+        return config, None
+    timing = measure_sweep_timing(clip, read_sweeps=False)
+    settings = timing.release_settings
+    if settings is None:
+        return config, timing
+    return replace(config, sweep_period_s=settings[0], sweep_seam_deg=settings[1]), timing
+
+
+def format_sweep_timing(timing: SweepTiming, min_range_m: float = SEAM_MIN_RANGE_M) -> list[str]:
     """Lines describing ``timing``, ending with the release settings they support (or why none)."""
     rotation = "clockwise" if timing.turn_deg < 0 else "counter-clockwise"
     lines = [
         f"sweeps: {timing.sweeps} read, {timing.ordered} with their returns in firing order"
-        + (f" (turning {rotation} seen from above)" if timing.ordered else ""),
-        f"period: {timing.period_s:.4f} s (median time between sweeps)",
+        + (f" (turning {rotation} seen from above)" if timing.ordered else "")
+        + (f", {timing.unreadable} missing or malformed" if timing.unreadable else ""),
+        f"period: {timing.period_s:.4f} s (median step from a keyframe's sweep to the one before)",
     ]
     arc = timing.seam_arc_deg
     if arc is not None:
@@ -262,18 +308,19 @@ def format_sweep_timing(timing: SweepTiming, min_range_m: float = 5.0) -> list[s
     seam = timing.seam_deg(min_range_m)
     if seam is None:
         lines.append(
-            "no sweep file holds its returns in firing order: the seam is unknown, leave "
-            "anonymize.geometric.sweep_period_s at 0"
+            "no sweep file holds its returns in firing order: the seam is unknown; a release "
+            "keeps anonymize.geometric.time_sigma_s (leave sweep_period_s at 0)"
         )
     elif not timing.cameras_fire_in_beam_order:
         lines.append(
-            "the cameras do not fire steadily in the beams' order: leave "
-            "anonymize.geometric.sweep_period_s at 0"
+            "the cameras do not fire steadily in the beams' order within one period; a release "
+            "keeps anonymize.geometric.time_sigma_s (leave sweep_period_s at 0)"
         )
     else:
         lo, hi = np.floor(seam[0] * 10) / 10, np.ceil(seam[1] * 10) / 10
         lines += [
-            f"release config (the seam widened by {min_range_m:g} m from the LiDAR's "
+            "release settings (a release reads them per clip itself, geometric.sweep_from_files; "
+            f"the seam widened for objects from {min_range_m:g} m by the LiDAR's "
             f"{timing.lever_arm_m:.2f} m lever arm):",
             "anonymize:",
             "  geometric:",

