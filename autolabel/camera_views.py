@@ -24,6 +24,7 @@ from autolabel.boxes import Boxes3D
 from autolabel.clip import Clip
 from autolabel.config import SegmentOptions
 from autolabel.nuscenes_reader import aggregate_sweeps
+from autolabel.sweep_timing import SweepTiming
 from calib.projection import (
     NEAR_PLANE_M,
     box_2d_from_corners,
@@ -265,7 +266,10 @@ def clip_channels(clip: Clip) -> tuple[str, ...]:
 
 
 def build_camera_views(
-    clip: Clip, tracks: Sequence[Boxes3D], options: SegmentOptions | None = None
+    clip: Clip,
+    tracks: Sequence[Boxes3D],
+    options: SegmentOptions | None = None,
+    sweep: SweepTiming | None = None,
 ) -> CameraViews:
     """Candidate views of every tracked box in every camera image of every keyframe.
 
@@ -274,6 +278,11 @@ def build_camera_views(
         tracks: one global-frame ``Boxes3D`` per keyframe, ``track_id`` set, ``velocity_mps`` the
             track's (NaN: not moved between LiDAR and camera time).
         options: which views count as candidates; defaults when None.
+        sweep: the clip's sweep timing where its cameras fire as the beams pass them
+            (:func:`autolabel.sweep_timing.triggered_sweep_timing`): a box and its returns are
+            then where the beams crossed it, at the keyframe's time plus
+            ``sweep.hit_offset_s`` of its azimuth, and ``motion_compensate`` moves them from
+            there; None: every box at the keyframe's time.
 
     Raises:
         ValueError: ``tracks`` does not have one entry per keyframe.
@@ -307,14 +316,21 @@ def build_camera_views(
         point_owner[point[keyframe_pair]] = owner[keyframe_pair]
         scene = np.flatnonzero((lag_s == 0) & (height_m >= opt.occluder_min_height_m))
         corners = boxes.corners()  # (N, 8, 3)
+        hit_s = np.zeros(len(boxes))
+        if sweep is not None and opt.motion_compensate:
+            centre_ego = frame.global_SE3_ego.inverse().transform_points(boxes.center_m)
+            hit_s = sweep.hit_offset_s(np.degrees(np.arctan2(centre_ego[:, 1], centre_ego[:, 0])))
         for c, channel in enumerate(channels):
             image = frame.cameras.get(channel)
             if image is None:
                 continue
             cal = image.calibration
-            dt_s = (image.timestamp_us - frame.timestamp_us) * 1e-6 if opt.motion_compensate else 0
+            # (N,) seconds from where each box was seen to the image's capture time.
+            dt_s = np.zeros(len(boxes))
+            if opt.motion_compensate:
+                dt_s = (image.timestamp_us - frame.timestamp_us) * 1e-6 - hit_s
             shift = np.zeros((len(boxes), 3))
-            shift[:, :2] = velocity * dt_s
+            shift[:, :2] = velocity * dt_s[:, None]
             camera_SE3_global = image.global_SE3_camera.inverse()
             corners_cam = camera_SE3_global.transform_points(
                 (corners + shift[:, None, :]).reshape(-1, 3)
@@ -347,7 +363,7 @@ def build_camera_views(
             # the sweep's time to the image's, projected with the image's own pose.
             pair = np.isin(owner, rows)
             pair_owner, pair_point = owner[pair], point[pair]
-            move_s = dt_s + lag_s[pair_point] if opt.motion_compensate else 0.0
+            move_s = dt_s[pair_owner] + lag_s[pair_point] if opt.motion_compensate else 0.0
             moved = points_global[pair_point].copy()
             moved[:, :2] += velocity[pair_owner] * np.reshape(move_s, (-1, 1))
             uv, z = project_points(cal.intrinsic, camera_SE3_global.transform_points(moved))

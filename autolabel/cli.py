@@ -514,8 +514,8 @@ def sweep_timing(
 ) -> None:
     """Measure the LiDAR sweep's period, seam and camera triggers from a dataset's own files, and
     print the release's sweep settings (anonymize.geometric) when the rig supports them."""
-    from autolabel.anonymize.sweep_timing import format_sweep_timing, measure_sweep_timing
     from autolabel.nuscenes_reader import DatasetError, list_clips, open_dataset, read_clip
+    from autolabel.sweep_timing import format_sweep_timing, measure_sweep_timing
 
     with exit_on(DatasetError, FileNotFoundError, KeyError, ValueError):
         nusc = open_dataset(dataroot, version)

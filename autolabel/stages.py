@@ -41,6 +41,7 @@ from autolabel.camera_views import CameraViews, build_camera_views
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.clip import Clip
 from autolabel.config import ConfigError, PipelineConfig
+from autolabel.sweep_timing import triggered_sweep_timing
 
 DETECTION_FILE = "labels/detection.json"
 TRACKING_FILE = "labels/tracking.json"
@@ -364,7 +365,9 @@ IMAGE_MASK_FIELDS = (
 def prepare_views(ctx: StageContext) -> CameraViews:
     """The CPU part before segmentation: every labelled box projected into every camera, and each
     view's track score (``ctx.results["view_track_score"]``)."""
-    views = build_camera_views(ctx.clip, ctx.results["label_tracks"], ctx.config.segment)
+    options = ctx.config.segment
+    sweep = triggered_sweep_timing(ctx.clip) if options.motion_compensate else None
+    views = build_camera_views(ctx.clip, ctx.results["label_tracks"], options, sweep)
     ctx.results["views"] = views
     ctx.results["view_track_score"] = view_track_scores(views, ctx.results["label_tracks"])
     return views

@@ -67,12 +67,12 @@ def _masks_main(spec_path: str, save: str) -> None:
     def clip_config(clip, cfg):
         """The clip's own sweep timing where the release reads it (geometric.sweep_from_files)."""
         try:
-            from autolabel.anonymize.sweep_timing import clip_geometric_config
+            from autolabel.anonymize.geometric import clip_geometric_config
         except ImportError:  # versions before it
             return cfg
         import dataclasses
 
-        return dataclasses.replace(cfg, geometric=clip_geometric_config(clip, cfg.geometric)[0])
+        return dataclasses.replace(cfg, geometric=clip_geometric_config(clip, cfg.geometric))
 
     spec = json.loads(Path(spec_path).read_text())
     cfg = AnonymizeConfig(learned_faces=spec["learned_faces"])

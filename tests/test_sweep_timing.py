@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from realdata import PANDASET, PANDASET_VERSION, realdata_dir, requires_realdata
 
-from autolabel.anonymize.geometric import GeometricConfig
-from autolabel.anonymize.sweep_timing import (
+from autolabel.anonymize.geometric import GeometricConfig, clip_geometric_config
+from autolabel.sweep_timing import (
     CameraTrigger,
     SweepTiming,
-    clip_geometric_config,
     covering_arc_deg,
     format_sweep_timing,
     sweep_ends,
+    triggered_sweep_timing,
     wrap_deg,
 )
 from calib.rotation import rotation_from_yaw
@@ -126,16 +126,16 @@ def test_cameras_must_fire_in_the_beams_order_once_round():
 def test_synthetic_cameras_do_not_follow_the_order_of_the_generators_files(synth_run):
     """The generator fires its cameras clockwise but writes each sweep's rays counter-clockwise
     (all at one instant): no release setting may be read off its files."""
-    from autolabel.anonymize.sweep_timing import measure_sweep_timing
     from autolabel.nuscenes_reader import read_clip
+    from autolabel.sweep_timing import measure_sweep_timing
 
     clip = read_clip(synth_run.dataroot, synth_run.scenes[0], "v1.0-mini", with_ground_truth=False)
     timing = measure_sweep_timing(clip)
     assert timing.ordered == timing.sweeps and timing.turn_deg > 0
     assert not timing.cameras_fire_in_beam_order
     # So a release keeps the default geometric settings on synthetic clips.
-    config, measured = clip_geometric_config(clip, GeometricConfig())
-    assert config == GeometricConfig() and measured is not None
+    assert triggered_sweep_timing(clip) is None
+    assert clip_geometric_config(clip, GeometricConfig()) == GeometricConfig()
 
 
 @requires_realdata(PANDASET)
@@ -143,8 +143,8 @@ def test_pandaset_sweeps_start_and_end_behind_the_car_where_cam_back_fires_first
     """Issue 21: PandaSet-002's returns are stored in firing order; every sweep starts and ends
     at CAM_BACK's axis (-178 deg), the camera that fires first, so the seam the release's rig
     setting assumes is where the files put it."""
-    from autolabel.anonymize.sweep_timing import measure_sweep_timing
     from autolabel.nuscenes_reader import list_clips, open_dataset, read_clip
+    from autolabel.sweep_timing import measure_sweep_timing
 
     nusc = open_dataset(realdata_dir(PANDASET), PANDASET_VERSION)
     clip = read_clip(nusc, list_clips(nusc)[0], with_ground_truth=False)
@@ -172,14 +172,15 @@ def test_pandaset_sweeps_start_and_end_behind_the_car_where_cam_back_fires_first
     # A release reads the same from the 16 keyframe files alone (and the step back to the sweep
     # before each); a period set in the config wins, and sweep_from_files off keeps the default.
     keyframes_only = read_clip(nusc, list_clips(nusc)[0], max_sweeps=2, with_ground_truth=False)
-    config, measured = clip_geometric_config(keyframes_only, GeometricConfig())
+    measured = triggered_sweep_timing(keyframes_only)
     assert measured.sweeps == measured.ordered == 16
+    config = clip_geometric_config(keyframes_only, GeometricConfig())
     assert config.sweep_period_s == 0.1
     assert config.sweep_seam_deg == pytest.approx(timing.seam_deg(5.0), abs=0.5)
     fixed = GeometricConfig(sweep_period_s=0.05, sweep_seam_deg=(0.0, 10.0))
-    assert clip_geometric_config(keyframes_only, fixed) == (fixed, None)
+    assert clip_geometric_config(keyframes_only, fixed) is fixed
     off = GeometricConfig(sweep_from_files=False)
-    assert clip_geometric_config(keyframes_only, off) == (off, None)
+    assert clip_geometric_config(keyframes_only, off) is off
 
 
 def test_cli_names_the_missing_table_folder(tmp_path):
@@ -206,3 +207,48 @@ def test_cli_prints_pandaset_release_settings():
         "    sweep_period_s: 0.1",
         "    sweep_seam_deg: [170.8, -167.5]",
     ]
+
+
+def test_hit_offset_follows_the_turn_from_the_seam():
+    # Seam arc (-179.9, -176.8): its middle -178.35; clockwise, so the beams reach azimuth 0
+    # after 181.65 deg and -90 after 271.65 deg, 0.1 s a turn.
+    timing = _timing(CLOCKWISE)
+    np.testing.assert_allclose(timing.turn_from_seam_deg(np.array([0.0, -90.0])), [181.65, 271.65])
+    # Each camera's offset less its axis's turn x 0.1 s / 360 deg: B -199.90 (axis -178 is 359.65
+    # deg past the seam's middle), BL -105.90, FL -95.35, F -100.46, FR -105.57, BR -94.18 ms;
+    # median (-105.57 - 100.46) / 2 = -103.01 ms.
+    start = timing.start_offset_s
+    assert start == pytest.approx(-0.1030139, abs=1e-6)
+    assert timing.hit_offset_s(np.array([0.0]))[0] == pytest.approx(start + 0.0504583, abs=1e-6)
+
+
+def test_camera_views_move_boxes_from_where_the_beams_saw_them(synth_run):
+    """With a sweep timing, a box moves to each camera's time from its hit time: a timing whose
+    every azimuth is hit at CAM_FRONT's offset leaves CAM_FRONT's views where they would be
+    without motion compensation, and moves the other cameras' by the rest."""
+    from dataclasses import replace
+
+    from autolabel.camera_views import build_camera_views
+    from autolabel.config import SegmentOptions
+    from autolabel.nuscenes_reader import read_clip
+
+    clip = read_clip(synth_run.dataroot, synth_run.scenes[0], "v1.0-mini")
+    tracks = [f.ground_truth.boxes for f in clip.frames]
+    offset_ms = (
+        clip.frames[0].cameras["CAM_FRONT"].timestamp_us - clip.frames[0].timestamp_us
+    ) / 1e3
+    # A zero period: every azimuth is hit at the (only) trigger offset.
+    flat = replace(
+        _timing([("CAM_FRONT", 0.0, offset_ms)], period_s=0.0),
+        triggers=(CameraTrigger("CAM_FRONT", 0.0, offset_ms, 0.0),),
+    )
+    moved = build_camera_views(clip, tracks, SegmentOptions(), flat)
+    still = build_camera_views(clip, tracks, SegmentOptions(motion_compensate=False))
+    plain = build_camera_views(clip, tracks, SegmentOptions())
+    front = moved.channels.index("CAM_FRONT")
+    in_front = moved.camera == front
+    assert in_front.sum() > 10
+    np.testing.assert_allclose(moved.box_px[in_front], still.box_px[still.camera == front])
+    # CAM_FRONT's moving boxes were moved without the timing (its offset is not 0).
+    moving = np.abs(plain.box_px[plain.camera == front] - still.box_px[still.camera == front])
+    assert moving.max() > 1.0

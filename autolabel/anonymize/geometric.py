@@ -32,7 +32,7 @@ boxes; only the convex hull is taken region by region (OpenCV, a few dozen per i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -47,7 +47,9 @@ from autolabel.anonymize.occlusion import (
 )
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
+from autolabel.clip import Clip
 from autolabel.sensors import CameraCalibration
+from autolabel.sweep_timing import triggered_sweep_timing
 from calib.projection import NEAR_PLANE_M, box_silhouette_uv
 from calib.rotation import wrap_angle
 from calib.se3 import SE3
@@ -114,7 +116,7 @@ class GeometricConfig:
             is, seen from the camera's optical axis, on the seam's far side or within the
             interval keeps ``time_sigma_s``. Required with ``sweep_period_s``.
         sweep_from_files: with ``sweep_period_s`` 0, a release reads both per clip from the
-            clip's own LiDAR files and camera times (:mod:`autolabel.anonymize.sweep_timing`)
+            clip's own LiDAR files and camera times (:mod:`autolabel.sweep_timing`)
             and uses them only where its keyframe files hold their returns in firing order and
             its cameras fire steadily in the beams' order within one period; elsewhere the clip
             keeps ``time_sigma_s``.
@@ -498,6 +500,19 @@ def convex_polygons(points_px: np.ndarray, valid: np.ndarray) -> tuple[np.ndarra
         out[i, :k] = hull[:k]
         out[i, k:] = hull[k - 1]
     return out, ok
+
+
+def clip_geometric_config(clip: Clip, config: GeometricConfig) -> GeometricConfig:
+    """``config`` with the clip's own sweep period and seam (:mod:`autolabel.sweep_timing`) where
+    ``config.sweep_from_files`` asks for them (a period set in the config wins) and the clip's
+    keyframe files and cameras support them; else ``config`` itself."""
+    if config.sweep_period_s > 0 or not config.sweep_from_files:
+        return config
+    timing = triggered_sweep_timing(clip)
+    if timing is None:
+        return config
+    period_s, seam_deg = timing.release_settings
+    return replace(config, sweep_period_s=period_s, sweep_seam_deg=seam_deg)
 
 
 def beyond_seam(

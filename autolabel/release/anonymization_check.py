@@ -21,8 +21,7 @@ import numpy as np
 
 from autolabel.anonymize import AnonymizeConfig, anonymize_image, clip_plate_anchors
 from autolabel.anonymize.coverage import box_blurred_fraction, vehicle_sharp_fraction
-from autolabel.anonymize.geometric import boxes_at_time
-from autolabel.anonymize.sweep_timing import clip_geometric_config
+from autolabel.anonymize.geometric import boxes_at_time, clip_geometric_config
 from autolabel.boxes import Boxes3D
 from autolabel.clip import Clip
 
@@ -112,7 +111,7 @@ def measure_anonymization(
     """
     frames = labels["checked_keyframes"] if keyframes is None else keyframes
     # As a release does (the period needs the clip read with max_sweeps >= 2).
-    config = replace(config, geometric=clip_geometric_config(clip, config.geometric)[0])
+    config = replace(config, geometric=clip_geometric_config(clip, config.geometric))
     masks = {}
     start = time.perf_counter()
     lidar = clip_plate_anchors(clip.frames, boxes, margins, config.geometric, config.lidar_plates)

@@ -44,7 +44,7 @@ from autolabel.anonymize import (
     clip_plate_anchors,
     fill_track_gaps,
 )
-from autolabel.anonymize.sweep_timing import clip_geometric_config
+from autolabel.anonymize.geometric import clip_geometric_config
 from autolabel.atomic_io import (
     atomic_write_bytes,
     atomic_write_json,
@@ -453,7 +453,7 @@ def _make_images(
     stats: _ImageStats,
 ) -> None:
     """Anonymize each needed camera image once, mark it per keyframe, write every image."""
-    geometric, _ = clip_geometric_config(clip, config.anonymize.geometric)
+    geometric = clip_geometric_config(clip, config.anonymize.geometric)
     stats.sweep_from_files += geometric is not config.anonymize.geometric
     anonymize_config = replace(config.anonymize, geometric=geometric)
     boxes, margins, _ = anonymization_boxes(clip, clip_input.dir, anonymize_config)

@@ -10,8 +10,10 @@ tables carry neither, but a rig's files often do:
 - each camera's capture time relative to its keyframe's LiDAR timestamp is constant when the
   beams trigger it, and the cameras then fire in the order the beams reach them, once round.
 
-A release reads them per clip (``GeometricConfig.sweep_from_files``, :func:`clip_geometric_config`);
-``autolabel sweep-timing`` prints them for a clip.
+Where they hold, an object's returns (and a box fitted to them) are from the instant the beams
+crossed it, not from the sweep's timestamp (:meth:`SweepTiming.hit_offset_s`): the segmenter moves
+boxes from there to each camera's time, and a release narrows a plate's time uncertainty
+(``GeometricConfig.sweep_from_files``). ``autolabel sweep-timing`` prints them for a clip.
 
 Azimuths are ego-frame, degrees counter-clockwise from the ego's +x (as ``sweep_seam_deg``); a
 return's azimuth is its direction from the LiDAR, turned into the ego frame's orientation.
@@ -19,11 +21,10 @@ return's azimuth is its direction from the LiDAR, turned into the ego frame's or
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from autolabel.anonymize.geometric import GeometricConfig
 from autolabel.clip import Clip
 from autolabel.nuscenes_reader import DatasetError, load_lidar_points
 from calib.se3 import SE3
@@ -138,6 +139,30 @@ class SweepTiming:
         steps = np.mod(np.sign(self.turn_deg) * np.diff(np.append(axes, axes[0])), 360.0)
         return bool(steady and within and np.isclose(steps.sum(), 360.0))
 
+    def turn_from_seam_deg(self, azimuth_deg: np.ndarray) -> np.ndarray:
+        """Degrees the beams turn from the seam (the middle of its arc) to each ego-frame
+        azimuth, in [0, 360). Needs an ordered file."""
+        lo, hi = self.seam_arc_deg
+        middle = lo + np.mod(hi - lo, 360.0) / 2.0
+        return np.mod(np.sign(self.turn_deg) * (np.asarray(azimuth_deg) - middle), 360.0)
+
+    @property
+    def start_offset_s(self) -> float:
+        """Seconds from the keyframe's LiDAR timestamp to the start of its revolution, fitted to
+        the cameras: each fires as the beams cross its axis, at this plus its axis's turn from
+        the seam over the period. The median over cameras (a camera whose axis sits at the seam,
+        as PandaSet-002's CAM_BACK, fires a revolution away from its turn; PandaSet's triggers
+        sit up to 25 degrees, 7 ms, off their axes). Needs ``cameras_fire_in_beam_order``."""
+        axes = np.array([t.axis_deg for t in self.triggers])
+        offsets_s = np.array([t.offset_ms for t in self.triggers]) / 1e3
+        return float(np.median(offsets_s - self.turn_from_seam_deg(axes) * self.period_s / 360))
+
+    def hit_offset_s(self, azimuth_deg: np.ndarray) -> np.ndarray:
+        """Seconds from the keyframe's LiDAR timestamp to when its beams crossed each ego-frame
+        azimuth (its revolution starts at the seam). Needs ``cameras_fire_in_beam_order``."""
+        turn = self.turn_from_seam_deg(azimuth_deg)
+        return self.start_offset_s + turn * self.period_s / 360.0
+
     @property
     def release_settings(self) -> tuple[float, tuple[float, float]] | None:
         """(``sweep_period_s``, ``sweep_seam_deg``) where the files and cameras support them
@@ -224,7 +249,9 @@ def camera_triggers(clip: Clip) -> tuple[CameraTrigger, ...]:
     return tuple(sorted(triggers, key=lambda t: (t.offset_ms, t.channel)))
 
 
-def measure_sweep_timing(clip: Clip, read_sweeps: bool = True) -> SweepTiming:
+def measure_sweep_timing(
+    clip: Clip, read_sweeps: bool = True, max_files: int | None = None
+) -> SweepTiming:
     """The clip's sweep period, seam and camera triggers from its LiDAR files and timestamps.
 
     Args:
@@ -232,6 +259,7 @@ def measure_sweep_timing(clip: Clip, read_sweeps: bool = True) -> SweepTiming:
             sweep back to the one before it).
         read_sweeps: read the sweeps between keyframes too (else the keyframes' files only;
             their timestamps still give the period).
+        max_files: read at most this many files, the earliest first (None: all).
 
     A missing or malformed file is counted in ``unreadable`` and left out.
 
@@ -246,7 +274,7 @@ def measure_sweep_timing(clip: Clip, read_sweeps: bool = True) -> SweepTiming:
         for sweep in (frame.lidar, *frame.sweeps) if read_sweeps else (frame.lidar,):
             files[sweep.timestamp_us, str(sweep.path)] = sweep
     ends, unreadable = [], 0
-    for _, sweep in sorted(files.items()):
+    for _, sweep in sorted(files.items())[:max_files]:
         pose = sweep.ego_SE3_lidar if sweep.ego_SE3_lidar is not None else fallback
         try:
             found = sweep_ends(load_lidar_points(sweep), pose)
@@ -259,7 +287,7 @@ def measure_sweep_timing(clip: Clip, read_sweeps: bool = True) -> SweepTiming:
         (f.lidar.timestamp_us - f.sweeps[0].timestamp_us) / 1e6 for f in clip.frames if f.sweeps
     ]
     return SweepTiming(
-        sweeps=len(files),
+        sweeps=min(len(files), len(files) if max_files is None else max_files),
         ordered=len(ends),
         unreadable=unreadable,
         period_s=float(np.median(steps)) if steps else float("nan"),
@@ -270,19 +298,14 @@ def measure_sweep_timing(clip: Clip, read_sweeps: bool = True) -> SweepTiming:
     )
 
 
-def clip_geometric_config(
-    clip: Clip, config: GeometricConfig
-) -> tuple[GeometricConfig, SweepTiming | None]:
-    """``config`` with the clip's own sweep period and seam where ``config.sweep_from_files``
-    asks for them (a period set in the config wins) and the clip's keyframe files and cameras
-    support them; the measured timing (None when not measured)."""
-    if config.sweep_period_s > 0 or not config.sweep_from_files:
-        return config, None
+def triggered_sweep_timing(clip: Clip) -> SweepTiming | None:
+    """The clip's sweep timing from its keyframe files where its cameras fire in the beams' order
+    (:attr:`SweepTiming.cameras_fire_in_beam_order`), else None. Reads one file first and the
+    others only when it agrees with the cameras."""
+    if not measure_sweep_timing(clip, read_sweeps=False, max_files=1).cameras_fire_in_beam_order:
+        return None
     timing = measure_sweep_timing(clip, read_sweeps=False)
-    settings = timing.release_settings
-    if settings is None:
-        return config, timing
-    return replace(config, sweep_period_s=settings[0], sweep_seam_deg=settings[1]), timing
+    return timing if timing.cameras_fire_in_beam_order else None
 
 
 def format_sweep_timing(timing: SweepTiming, min_range_m: float = SEAM_MIN_RANGE_M) -> list[str]:
