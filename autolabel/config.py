@@ -146,9 +146,11 @@ class SegmentOptions:
             the keyframe's own; 2, the default: also the sweep before it, so the returns bracket
             the cameras' capture times, which precede the keyframe sweep). Each sweep is tested
             against the box moved back by the track's velocity to that sweep's time.
-        motion_compensate: move each box (and its seed points) by its track velocity from the
-            LiDAR time to the camera's capture time before projecting (cameras fire up to
-            ~50 ms away from the LiDAR in nuScenes).
+        motion_compensate: move each box (and its seed points) by its track velocity to the
+            camera's capture time before projecting (cameras fire up to ~50 ms away from the
+            LiDAR in nuScenes, 100 ms in PandaSet): from the keyframe's LiDAR time, or, where the
+            clip's cameras fire as the beams pass them (:mod:`autolabel.sweep_timing`), from the
+            instant the beams crossed the box.
         occluder_min_height_m: LiDAR returns lower than this above the ego ground plane (ego z,
             metres) are road, never an occluder; the rest may hide an object (the LiDAR-depth
             occlusion share).
