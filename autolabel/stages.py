@@ -430,7 +430,9 @@ def segment_images(
             ``"track_score"`` prompt; not given when None.
         visibility: the run's ``VisibilityConfig``: views its rules reject before any mask
             (``visibility.rejected_without_mask``) get no image evidence (the segmenter's
-            ``"image_evidence_skip"`` prompt); every view may get it when None.
+            ``"image_evidence_skip"`` prompt), and those and the views of tracks scoring below
+            its ``min_track_score`` no refinement (``"refine_skip"``); every view may get both
+            when None.
     """
     import cv2
 
@@ -471,13 +473,21 @@ def segment_images(
             if track_score is not None:
                 prompts["track_score"] = track_score[rows]
             if visibility is not None:
-                prompts["image_evidence_skip"] = rejected_without_mask(
+                rejected = rejected_without_mask(
                     views.box_px[rows],
                     (width_px, height_px),
                     views.lidar_points[rows],
                     geometry.hull_occluded_share,
                     geometry.lidar_occluded_share,
                     visibility,
+                )
+                prompts["image_evidence_skip"] = rejected
+                # A view whose track the filter drops is rejected whatever its mask too (its
+                # image evidence is skipped by the segmenter's image_evidence_from instead).
+                prompts["refine_skip"] = (
+                    rejected
+                    if track_score is None
+                    else rejected | (track_score[rows] < visibility.min_track_score)
                 )
             result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
             masks, score, crops = result.masks, result.score, result.crops

@@ -478,6 +478,41 @@ def test_geometric_segmenter_trims_the_boundary_to_the_object(ellipse_scene):
     assert own_return_recall(result.masks, seeds)[0] == pytest.approx(result.score[0], abs=1e-6)
 
 
+def test_geometric_segmenter_keeps_the_geometric_mask_of_views_rejected_anyway(ellipse_scene):
+    from autolabel.segmentation.geometric import GeometricConfig, GeometricSegmenter
+    from autolabel.segmentation.geometry import image_geometry
+
+    image, truth, _ = ellipse_scene
+    box = loose_box(truth, 2)
+    g = image_geometry(
+        [rect_polygon(*box)], np.array([10.0]), np.array([9.0]), np.zeros((0, 3), np.float32),
+        (WIDTH, HEIGHT), 1, 0.5,
+    )  # fmt: skip
+    seeds = {"points_uv": [seeds_in(truth, step=9)], "geometry": g}
+    refined = GeometricSegmenter().segment(image, box[None], seeds).masks[0]
+    geometric = g.masks[0]
+    # The hull (the loose box's rectangle) is the geometric mask; refinement trims its corners.
+    u0, v0 = np.floor(box[:2]).astype(int)
+    u1, v1 = np.ceil(box[2:]).astype(int)
+    assert geometric.sum() == (u1 - u0) * (v1 - v0)
+    assert refined.sum() < geometric.sum()
+
+    skipped = GeometricSegmenter().segment(
+        image, box[None], {**seeds, "refine_skip": np.array([True])}
+    )
+    assert np.array_equal(skipped.masks[0], geometric)  # no refinement: the hull itself
+    kept = GeometricSegmenter().segment(image, box[None], {**seeds, "refine_skip": [False]})
+    assert np.array_equal(kept.masks[0], refined)
+    everything = GeometricSegmenter(GeometricConfig(refine_all_views=True)).segment(
+        image, box[None], {**seeds, "refine_skip": [True]}
+    )
+    assert np.array_equal(everything.masks[0], refined)
+    with pytest.raises(ValueError, match="refine_skip"):
+        GeometricSegmenter().segment(image, box[None], {**seeds, "refine_skip": [True, False]})
+    with pytest.raises(ValueError, match="GeometricConfig.refine_all_views"):
+        GeometricConfig(refine_all_views="no")
+
+
 def test_image_geometry_lidar_decides_where_it_saw_the_object():
     from autolabel.segmentation.geometry import image_geometry
 

@@ -102,6 +102,9 @@ class Segmenter(Protocol):
                 measures image evidence for the tracks it does not trust); others ignore it.
                 ``"image_evidence_skip"``: (N,) bool, objects to measure no image evidence for
                 (the geometric segmenter's; others ignore it).
+                ``"refine_skip"``: (N,) bool, objects whose mask the geometric segmenter does not
+                refine with the image (views the visibility filter rejects whatever their
+                masks); others ignore it.
 
         Returns:
             SegmentationResult with (N, H, W) masks and (N,) scores.
@@ -141,6 +144,7 @@ def validate_segment_inputs(
         "geometry",
         "track_score",
         "image_evidence_skip",
+        "refine_skip",
     }
     if unknown:
         raise ValueError(f"segment: unknown prompt keys {sorted(unknown)}")
