@@ -130,6 +130,10 @@ def test_rescoring_is_in_the_refine_config_and_validated():
         ("facade_max_flatness", -0.1),
         ("tower_min_height_m", 0.0),
         ("tower_score_factor", 2.0),
+        ("wall_column_m", -1.0),
+        ("wall_min_overlap", 1.5),
+        ("wall_min_density", -0.5),
+        ("wall_score_factor", 2.0),
     ):
         with pytest.raises(ConfigError, match=f"refine_options.*{key}"):
             PipelineConfig(refine_options={key: value})
@@ -173,3 +177,130 @@ def test_refine_tracks_rescores_its_refined_tracks_from_the_kept_returns():
     bare = PointEvidence(evidence.box, evidence.local_xyh_m, evidence.count, evidence.range_m)
     kept, _ = refine_tracks(TIMES, tracks, RefineConfig(), bare)
     assert all(np.array_equal(a.score, b.score) for a, b in zip(kept, off, strict=True))
+
+
+# The column over a 1.6 m high box: from its top plus TOP_MARGIN_M (1.9 m) to 2 m higher.
+COLUMN_M = 2.0
+# A wall going on up over the box: the same line as WALL, 1.5 m higher.
+WALL_ABOVE = WALL + [0.0, 0.0, 1.5]
+# A canopy over a car's roof: over the middle of the box, away from the car's faces.
+CANOPY = np.column_stack([np.linspace(-1.0, 1.0, 30), np.linspace(-0.5, 0.5, 30), np.full(30, 2.5)])
+
+
+def _column_evidence(per_box: list[np.ndarray], above: list[np.ndarray]) -> PointEvidence:
+    """As :func:`_evidence`, with ``above`` the returns of each box's column."""
+    evidence = _evidence(per_box)
+    local = np.concatenate([np.concatenate(above) for _ in range(N)])
+    box = np.repeat(np.arange(N * len(above)), np.tile([len(a) for a in above], N))
+    evidence.above_box, evidence.above_local_xyh_m, evidence.above_m = box, local, COLUMN_M
+    return evidence
+
+
+def test_column_evidence_tells_a_wall_going_up_from_a_car_and_a_canopy():
+    from autolabel.refine.classify import column_evidence
+
+    tracks = _tracks()
+    empty = np.zeros((0, 3))
+    per_box = [WALL, OUTLINE, WALL, BACK, SHORT]
+    above = [WALL_ABOVE, CANOPY, empty, empty, empty]
+    boxes = Boxes3D.concatenate(tracks)
+    _, track_of_box = np.unique(boxes.track_id, return_inverse=True)
+    col = column_evidence(track_of_box, 5, boxes, _column_evidence(per_box, above))
+    assert col.returns.tolist() == [30 * N, 30 * N, 0, 0, 0]
+    # By hand: returns per metre over the box's 2 m column against those per metre of the
+    # box's band from 0.25 m above the ground to 0.3 m over its 1.6 m top (1.65 m).
+    assert col.density.tolist() == pytest.approx(
+        [(30 / 2.0) / (30 / 1.65), (30 / 2.0) / (20 / 1.65), 0.0, 0.0, 0.0]
+    )
+    # The wall's returns over the box lie in the cells of those in it; the canopy's in none of
+    # the car's (its faces at y 0.9 and x -2.2; the canopy within 1 m of the middle).
+    assert col.overlap[0] == pytest.approx(1.0)
+    assert col.overlap[1] == pytest.approx(0.0)
+    assert np.isnan(col.overlap[2:]).all()
+    # Half the wall going on up: the histogram intersection is the share of its cells over
+    # which the wall goes on (each cell holds one of the 30 returns: 0.147 m apart, 0.25 m
+    # cells, so some hold two; count them by hand).
+    half = WALL_ABOVE[WALL_ABOVE[:, 0] > 0]
+    col = column_evidence(
+        track_of_box, 5, boxes, _column_evidence(per_box, [half, CANOPY, empty, empty, empty])
+    )
+    cell = np.floor(WALL[:, 0] / 0.25)
+    cells, n_in = np.unique(cell, return_counts=True)
+    up_cell = np.floor(half[:, 0] / 0.25)
+    n_up = np.array([(up_cell == c).sum() for c in cells])
+    assert col.overlap[0] == pytest.approx(np.minimum(n_in / 30, n_up / len(half)).sum())
+
+
+def test_walls_going_up_over_their_boxes_rank_below_objects_whatever_their_class():
+    still = np.zeros(N)
+    at = [np.tile([8.0, 4.0 * k], (N, 1)) for k in range(3)]
+    tracks = merge(
+        track_boxes(0, "trailer", at[0], still),  # a wall called trailer: no facade test
+        track_boxes(1, "car", at[1], still),  # a parked car under a canopy
+        track_boxes(2, "car", at[2], still),  # a parked car in the open
+    )
+    evidence = _column_evidence([WALL, OUTLINE, OUTLINE], [WALL_ABOVE, CANOPY, np.zeros((0, 3))])
+    args = (0.0, 0.1, 0.5, 0.2, 20, np.inf, 1.0)
+    out = rescore_tracks(tracks, evidence, *args, 0.6, 0.25, 0.3)
+    assert out[0].score.tolist() == pytest.approx([0.8 * 0.3, 0.8, 0.8])
+    # The wall test asks for the density: half as dense as the box's returns is not enough
+    # where 0.9 is asked (the wall's column is 0.825 as dense).
+    sparse = rescore_tracks(tracks, evidence, *args, 0.6, 0.9, 0.3)
+    assert sparse[0].score.tolist() == pytest.approx([0.8, 0.8, 0.8])
+    # Without a column in the evidence, no wall test.
+    off = rescore_tracks(tracks, _evidence([WALL, OUTLINE, OUTLINE]), *args, 0.6, 0.25, 0.3)
+    assert off[0].score.tolist() == pytest.approx([0.8, 0.8, 0.8])
+
+
+def test_keyframes_evidence_keeps_the_column_apart_and_the_box_returns_unchanged():
+    from autolabel.refine.points import TOP_MARGIN_M, keyframe_returns, keyframes_evidence
+    from calib.se3 import SE3
+
+    g = np.arange(-20.0, 20.01, 0.5)
+    gx, gy = np.meshgrid(g, g)
+    ground = np.column_stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)])
+    # A wall from 0.6 m to 5.4 m on the line y = 0.9 of a box centred at (8, 0).
+    wall = np.concatenate([WALL + [8.0, 0.0, dz] for dz in np.arange(-0.4, 4.41, 0.4)])
+    keyframes = [keyframe_returns(np.concatenate([ground, wall]), SE3.identity())]
+    tracks = [track_boxes(0, "car", np.tile([8.0, 0.0], (N, 1)), np.zeros(N))[0]]
+    plain = keyframes_evidence(keyframes, tracks, 0.3)
+    column = keyframes_evidence(keyframes, tracks, 0.3, COLUMN_M)
+    for name in ("box", "local_xyh_m", "count", "range_m"):
+        assert np.array_equal(getattr(plain, name), getattr(column, name))
+    assert len(plain.above_box) == 0
+    # The box is 1.6 m high on the ground: heights 0.6 to 1.8 m in it, 2.2 to 3.8 m in the
+    # column up to 1.6 + TOP_MARGIN_M + 2 m.
+    top = 1.6 + TOP_MARGIN_M
+    assert sorted(set(np.round(plain.local_xyh_m[:, 2], 6))) == pytest.approx([0.6, 1.0, 1.4, 1.8])
+    heights = sorted(set(np.round(column.above_local_xyh_m[:, 2], 6)))
+    assert heights == pytest.approx([2.2, 2.6, 3.0, 3.4, 3.8])
+    assert all(top < h <= top + COLUMN_M for h in heights)
+    assert column.above_m == COLUMN_M and len(column.above_box) == 5 * 30
+
+
+def test_refine_tracks_rescores_walls_going_up_from_the_kept_returns():
+    from autolabel.refine import refine_tracks
+    from autolabel.refine.points import keyframe_returns, keyframes_evidence
+    from calib.se3 import SE3
+
+    g = np.arange(-20.0, 20.01, 0.5)
+    gx, gy = np.meshgrid(g, g)
+    ground = np.column_stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)])
+    # A building's wall from 0.6 m to 5.4 m along a box at (8, 0) (called a truck: a truck's
+    # side is a line too, so the facade test spares it), and a car's L at (8, 8).
+    wall = np.concatenate([WALL + [8.0, 0.0, dz] for dz in np.arange(-0.4, 4.41, 0.4)])
+    car = np.concatenate([OUTLINE + [8.0, 8.0, dz] for dz in (-0.4, 0.0, 0.4)])
+    keyframes = [
+        keyframe_returns(np.concatenate([ground, wall, car]), SE3.identity()) for _ in range(N)
+    ]
+    still = np.zeros(N)
+    tracks = merge(
+        track_boxes(0, "truck", np.tile([8.0, 0.0], (N, 1)), still),
+        track_boxes(1, "car", np.tile([8.0, 8.0], (N, 1)), still),
+    )
+    evidence = keyframes_evidence(keyframes, tracks, 0.3)
+    on, _ = refine_tracks(TIMES, tracks, RefineConfig(), evidence)
+    off, _ = refine_tracks(TIMES, tracks, RefineConfig(wall_column_m=0.0), evidence)
+    for a, b in zip(on, off, strict=True):
+        assert a.track_id.tolist() == b.track_id.tolist() == [0, 1]
+        assert a.score.tolist() == pytest.approx([b.score[0] * 0.2, b.score[1]], rel=1e-6)

@@ -79,3 +79,39 @@ def test_refined_tracks_beat_the_online_chain_on_pandaset(pandaset_chains, tmp_p
     objects = len({t for f in clip.frames for t in f.ground_truth.boxes.track_id})
     assert summary.tracks_out <= 1.1 * objects < 0.5 * summary.tracks_in
     assert summary.joined >= 2
+
+
+def test_wall_test_spares_pandaset_cars_under_trees(pandaset_chains):
+    from autolabel.boxes import Boxes3D
+    from autolabel.classes import CLASS_INDEX
+    from autolabel.refine import RefineConfig
+    from autolabel.refine.classify import shape_evidence
+    from autolabel.refine.points import boxes_evidence
+
+    root, nusc, clip, dets, tracks, refined, summary = pandaset_chains
+    cfg = RefineConfig()
+    evidence = gather_point_evidence(clip, tracks)
+    column = boxes_evidence(evidence, refined, cfg.wall_column_m)
+    boxes = Boxes3D.concatenate(refined)
+    frame = np.concatenate([np.full(len(b), f) for f, b in enumerate(refined)])
+    uniq, track_of_box = np.unique(boxes.track_id, return_inverse=True)
+    col = shape_evidence(track_of_box, len(uniq), boxes, column, 20).column
+    # Tracks of real cars: most of their boxes within 2 m of a ground-truth car.
+    car = CLASS_INDEX["car"]
+    near = np.zeros(len(boxes), bool)
+    for k in range(len(boxes)):
+        gt = clip.frames[frame[k]].ground_truth.boxes
+        d = np.linalg.norm(gt.center_m[:, :2] - boxes.center_m[k, :2], axis=1)
+        near[k] = np.any(d[gt.label == car] < 2.0)
+    real_car = np.bincount(track_of_box, weights=near) > 0.5 * np.bincount(track_of_box)
+    with np.errstate(invalid="ignore"):
+        wall = (
+            (col.returns >= 20)
+            & (col.overlap >= cfg.wall_min_overlap)
+            & (col.density >= cfg.wall_min_density)
+        )
+        # Measured: a parked car under a tree's canopy, as dense over its box as in it (1.4),
+        # the canopy's returns off its faces (overlap 0.04).
+        canopy = real_car & (col.density >= 1.0)
+    assert np.any(canopy) and np.all(col.overlap[canopy] < 0.2)
+    assert not np.any(wall & real_car)

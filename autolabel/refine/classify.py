@@ -244,12 +244,81 @@ class ShapeEvidence:
     seen from the road; NaN with fewer than ``min_points`` returns or where the returns spread
     less than a line of ``MIN_LINE_LENGTH_M`` along their main axis), ``speed_mps`` (median speed
     of its boxes), ``top_m`` (the ``TOP_QUANTILE`` quantile of its stacked returns' heights
-    above the ground, metres; NaN with fewer than ``min_points`` returns)."""
+    above the ground, metres; NaN with fewer than ``min_points`` returns), ``column`` (what
+    stands over its boxes, :class:`ColumnEvidence`; None where the evidence has no column)."""
 
     returns: np.ndarray
     flatness: np.ndarray
     speed_mps: np.ndarray
     top_m: np.ndarray
+    column: ColumnEvidence | None = None
+
+
+@dataclass
+class ColumnEvidence:
+    """Per refined track, what stands in the column over its boxes (from the top of the box,
+    plus ``TOP_MARGIN_M``, up to ``PointEvidence.above_m`` higher), stacked over its boxes in
+    their frames: ``returns`` (how many, all boxes together), ``density`` (returns per metre of
+    height in the column over those per metre in the boxes, between ``GROUND_CLEARANCE_M`` and
+    the top plus ``TOP_MARGIN_M``; 0 without returns in the boxes), ``overlap`` (histogram
+    intersection, in [0, 1], of the bird's-eye positions of the column's returns and of the
+    boxes' returns on a grid of ``COLUMN_CELL_M`` cells; NaN without returns in either).
+
+    A wall or a building's corner goes on up: its returns over the box lie where its returns in
+    the box lie (overlap near 1) and as densely. Over a car there is open sky, or a canopy spread
+    over its roof where the car's returns lie on its faces (overlap small)."""
+
+    returns: np.ndarray
+    density: np.ndarray
+    overlap: np.ndarray
+
+
+#: Bird's-eye cell of the column test, metres (a few LiDAR returns wide on a wall at 10-40 m).
+COLUMN_CELL_M = 0.25
+
+
+def column_evidence(
+    track_of_box: np.ndarray, n_tracks: int, boxes: Boxes3D, evidence: PointEvidence
+) -> ColumnEvidence:
+    """:class:`ColumnEvidence` of refined tracks from ``evidence`` gathered with a column
+    (``above_m`` > 0); returns outside the boxes' footprints (the gathering margin) are left
+    out."""
+    from autolabel.refine.points import GROUND_CLEARANCE_M, TOP_MARGIN_M
+
+    size = boxes.size_wlh_m
+    parts = []
+    for box, local in (
+        (evidence.box, evidence.local_xyh_m),
+        (evidence.above_box, evidence.above_local_xyh_m),
+    ):
+        inside = (np.abs(local[:, 0]) <= size[box, 1] / 2) & (
+            np.abs(local[:, 1]) <= size[box, 0] / 2
+        )
+        parts.append((track_of_box[box[inside]], local[inside]))
+    (t_in, l_in), (t_up, l_up) = parts
+    n_in = np.bincount(t_in, minlength=n_tracks).astype(np.float64)
+    n_up = np.bincount(t_up, minlength=n_tracks).astype(np.float64)
+    # Refined tracks have one size: the height of their boxes' returns' band.
+    height = np.zeros(n_tracks)
+    height[track_of_box] = size[:, 2] + TOP_MARGIN_M - GROUND_CLEARANCE_M
+    with np.errstate(invalid="ignore", divide="ignore"):
+        density = np.where(
+            n_in > 0, (n_up / evidence.above_m) / (n_in / np.maximum(height, 1e-6)), 0.0
+        )
+
+    def cells(track, local):
+        ij = np.floor(local[:, :2] / COLUMN_CELL_M).astype(np.int64) + (1 << 20)
+        keys, counts = np.unique((track << 42) | (ij[:, 0] << 21) | ij[:, 1], return_counts=True)
+        return keys, counts
+
+    k_in, c_in = cells(t_in, l_in)
+    k_up, c_up = cells(t_up, l_up)
+    _, i_in, i_up = np.intersect1d(k_in, k_up, assume_unique=True, return_indices=True)
+    t_common = k_in[i_in] >> 42
+    share = np.minimum(c_in[i_in] / n_in[t_common], c_up[i_up] / n_up[t_common])
+    overlap = np.bincount(t_common, weights=share, minlength=n_tracks)
+    overlap = np.where((n_in > 0) & (n_up > 0), overlap, np.nan)
+    return ColumnEvidence(n_up, density, overlap)
 
 
 def shape_evidence(
@@ -290,7 +359,10 @@ def shape_evidence(
     flatness = np.where((n_in >= min_points) & long, flatness, np.nan)
     top = group_quantile(t, evidence.local_xyh_m[inside, 2], n_tracks, TOP_QUANTILE)
     top = np.where(n_in >= min_points, top, np.nan)
-    return ShapeEvidence(returns, flatness, speed, top)
+    column = None
+    if evidence.above_box is not None and evidence.above_m > 0:
+        column = column_evidence(track_of_box, n_tracks, boxes, evidence)
+    return ShapeEvidence(returns, flatness, speed, top, column)
 
 
 #: Classes whose returns may lie on one line, so no facade test: a barrier by nature; a truck, a
@@ -308,6 +380,10 @@ def evidence_factor(
     facade_factor: float,
     tower_min_m: float = np.inf,
     tower_factor: float = 1.0,
+    wall_min_overlap: float = np.inf,
+    wall_min_density: float = 0.0,
+    wall_factor: float = 1.0,
+    wall_min_returns: float = 0.0,
 ) -> np.ndarray:
     """(T,) factor in [0, 1] on each refined track's score from its returns:
     ``1 - exp(-returns / returns_scale)`` (a track whose boxes hold almost no returns is backed
@@ -317,7 +393,12 @@ def evidence_factor(
     seen only from its back gives a line too, but those that are seen so long are followed on
     the road, moving. Times ``tower_factor`` for a track whose returns reach ``tower_min_m``
     above the ground (its ``top_m``): taller than any road vehicle, a building, whatever its
-    class, shape or motion (a track gliding along a row of facades moves)."""
+    class, shape or motion (a track gliding along a row of facades moves). Times ``wall_factor``
+    for a track whose returns go on up over its boxes (:class:`ColumnEvidence`: at least
+    ``wall_min_returns`` returns in the column, lying where the boxes' returns lie, overlap at
+    least ``wall_min_overlap``, density at least ``wall_min_density`` of the boxes'): a wall
+    or a building's corner, whatever its class or motion; a vehicle's body ends at its box's top
+    (nothing over it, or a canopy elsewhere than its faces)."""
     support = np.ones(len(shape.returns))
     if returns_scale > 0:
         support = 1.0 - np.exp(-np.nan_to_num(shape.returns) / returns_scale)
@@ -328,7 +409,16 @@ def evidence_factor(
             & ~np.isin(label, LINE_CLASSES)
         )
         tower = shape.top_m >= tower_min_m
-    return support * np.where(facade, facade_factor, 1.0) * np.where(tower, tower_factor, 1.0)
+        wall = np.zeros(len(label), bool)
+        if shape.column is not None:
+            col = shape.column
+            wall = (
+                (col.returns >= wall_min_returns)
+                & (col.overlap >= wall_min_overlap)
+                & (col.density >= wall_min_density)
+            )
+    factor = np.where(facade, facade_factor, 1.0) * np.where(tower, tower_factor, 1.0)
+    return support * factor * np.where(wall, wall_factor, 1.0)
 
 
 def rescore_tracks(
@@ -341,10 +431,14 @@ def rescore_tracks(
     min_points: int = 20,
     tower_min_m: float = np.inf,
     tower_factor: float = 1.0,
+    wall_min_overlap: float = np.inf,
+    wall_min_density: float = 0.0,
+    wall_factor: float = 1.0,
 ) -> list[Boxes3D]:
     """Refined ``tracks`` (one box per track and keyframe, one class per track) with every box's
     score times its track's :func:`evidence_factor`; ``evidence``: the returns of
-    ``Boxes3D.concatenate(tracks)``. Boxes are otherwise unchanged."""
+    ``Boxes3D.concatenate(tracks)`` (with the column over them for the wall test). Boxes are
+    otherwise unchanged."""
     boxes = Boxes3D.concatenate(list(tracks))
     if len(boxes) == 0:
         return list(tracks)
@@ -361,6 +455,10 @@ def rescore_tracks(
         facade_factor,
         tower_min_m,
         tower_factor,
+        wall_min_overlap,
+        wall_min_density,
+        wall_factor,
+        min_points,
     )
     out, start = [], 0
     for b in tracks:  # the clip's keyframes, not its objects

@@ -84,7 +84,16 @@ class RefineConfig:
         tower_min_height_m, tower_score_factor: ... and times ``tower_score_factor`` where its
             stacked returns (their 98th height percentile) reach ``tower_min_height_m`` above
             the ground: taller than road vehicles (4 to 4.3 m at most), a building front of
-            any class (the ``lidar`` detector cuts returns at 4.5 m, so its boxes end there).
+            any class (the ``lidar`` detector cuts returns at 4.5 m, so its boxes end there);
+        wall_column_m, wall_min_overlap, wall_min_density, wall_score_factor: ... and times
+            ``wall_score_factor`` where the returns go on up over the track's boxes: in the
+            ``wall_column_m`` high column over them, at least 20 returns whose bird's-eye
+            positions overlap those of the returns in its boxes by at least
+            ``wall_min_overlap`` (histogram intersection) and at least ``wall_min_density``
+            times as dense per metre of height (``autolabel.refine.classify.ColumnEvidence``):
+            a wall or a building's corner, of any class, static or not (a track the ego's motion
+            slides along a wall moves); a vehicle's body ends at its top, and a canopy over a
+            car spreads over its roof, not on its faces (0 ``wall_column_m``: no such test).
     """
 
     min_observations: int = 3
@@ -128,6 +137,10 @@ class RefineConfig:
     facade_score_factor: float = 0.2
     tower_min_height_m: float = 4.4
     tower_score_factor: float = 0.2
+    wall_column_m: float = 2.0
+    wall_min_overlap: float = 0.6
+    wall_min_density: float = 0.25
+    wall_score_factor: float = 0.2
 
     def __post_init__(self) -> None:
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
@@ -174,6 +187,13 @@ class RefineConfig:
             raise ValueError(
                 f"tower_score_factor: must be in [0, 1], got {self.tower_score_factor}"
             )
+        if not self.wall_column_m >= 0:
+            raise ValueError(f"wall_column_m: must be >= 0, got {self.wall_column_m!r}")
+        if not self.wall_min_density >= 0:
+            raise ValueError(f"wall_min_density: must be >= 0, got {self.wall_min_density!r}")
+        for key in ("wall_min_overlap", "wall_score_factor"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise ValueError(f"{key}: must be in [0, 1], got {getattr(self, key)!r}")
         if not 0 <= self.facade_score_factor <= 1:
             raise ValueError(
                 f"facade_score_factor: must be in [0, 1], got {self.facade_score_factor}"

@@ -2,9 +2,11 @@
 
 Per keyframe: the keyframe sweep in the ego frame, its ground (the ``lidar`` detector's ground
 model) and the returns above it; each tracked box takes the returns inside its footprint (grown
-by ``margin_m``) between the ground and its top. A return is kept as (box, local x along the
-box's length, local y, height above ground), so a track's returns from every keyframe can be
-stacked in the object's own frame.
+by ``margin_m``) between the ground and its top (plus ``TOP_MARGIN_M``). A return is kept as
+(box, local x along the box's length, local y, height above ground), so a track's returns from
+every keyframe can be stacked in the object's own frame. On request, the returns of the column
+above each box (up to ``above_m`` higher) are kept apart: what stands over the box is not the
+object, but tells a wall (it goes on up) from a car (open sky or a canopy above).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from autolabel.clip import Clip
 GROUND_CLEARANCE_M = 0.25
 #: Ground model of the ``lidar`` detector: range, cell, bound of the local offset (metres).
 GROUND_RANGE_M, GROUND_CELL_M, GROUND_MAX_OFFSET_M = 60.0, 1.0, 0.3
+#: A box takes the returns up to this much above its top (its top is a quantile of detected
+#: heights, and the detector's boxes may stop short of the object's roof).
+TOP_MARGIN_M = 0.3
 
 
 @dataclass
@@ -55,6 +60,11 @@ class PointEvidence:
         keyframes: the clip's keyframe returns they were taken from (one per keyframe; None
             where the evidence was not gathered from a clip), for :func:`boxes_evidence`.
         margin_m: the margin the footprints were grown by.
+        above_box, above_local_xyh_m: (Q,) box and (Q, 3) local position (as ``box`` and
+            ``local_xyh_m``) of the returns in the column over each box's footprint (grown by
+            ``margin_m``) from its top (plus ``TOP_MARGIN_M``) up to ``above_m`` higher; empty
+            where ``above_m`` is 0.
+        above_m: the height of that column, metres.
     """
 
     box: np.ndarray
@@ -63,6 +73,9 @@ class PointEvidence:
     range_m: np.ndarray
     keyframes: list[KeyframeReturns] | None = None
     margin_m: float = 0.3
+    above_box: np.ndarray | None = None
+    above_local_xyh_m: np.ndarray | None = None
+    above_m: float = 0.0
 
 
 @numba.njit(cache=True)
@@ -103,15 +116,17 @@ def keyframe_returns(points_ego: np.ndarray, ego_SE3_global) -> KeyframeReturns:
 
 
 def box_returns(
-    keyframe: KeyframeReturns, boxes_ego: Boxes3D, margin_m: float
-) -> tuple[np.ndarray, np.ndarray]:
+    keyframe: KeyframeReturns, boxes_ego: Boxes3D, margin_m: float, above_m: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The returns of ``keyframe`` inside each ego-frame box: (M,) box index, (M, 3) local
-    (x along the length, y along the width, height above ground)."""
+    (x along the length, y along the width, height above ground), and (M,) bool: the return
+    lies in the column above the box (higher than its top plus ``TOP_MARGIN_M``, by at most
+    ``above_m``) rather than in the box."""
     pts, h, ground = keyframe.points_ego, keyframe.height_m, keyframe.ground
     if len(pts) == 0 or len(boxes_ego) == 0:
-        return np.zeros(0, np.int64), np.zeros((0, 3))
+        return np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0, bool)
     box_ground = ground.height_m(boxes_ego.center_m[:, :2])
-    top = boxes_ego.center_m[:, 2] + boxes_ego.size_wlh_m[:, 2] / 2 - box_ground + 0.3
+    top = boxes_ego.center_m[:, 2] + boxes_ego.size_wlh_m[:, 2] / 2 - box_ground + TOP_MARGIN_M
     half_lw = np.ascontiguousarray(boxes_ego.size_wlh_m[:, [1, 0]] / 2)
     box, p = _inside(
         pts,
@@ -119,51 +134,63 @@ def box_returns(
         np.ascontiguousarray(boxes_ego.center_m[:, :2]),
         boxes_ego.yaw_rad,
         half_lw,
-        top,
+        top + above_m,
         float(margin_m),
     )
     d = pts[p, :2] - boxes_ego.center_m[box, :2]
     c, s = np.cos(boxes_ego.yaw_rad[box]), np.sin(boxes_ego.yaw_rad[box])
     local = np.column_stack([c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1], h[p]])
-    return box, local
+    return box, local, h[p] > top[box]
 
 
 def keyframes_evidence(
-    keyframes: list[KeyframeReturns], tracks: Sequence[Boxes3D], margin_m: float
+    keyframes: list[KeyframeReturns],
+    tracks: Sequence[Boxes3D],
+    margin_m: float,
+    above_m: float = 0.0,
 ) -> PointEvidence:
-    """The returns of every global-frame box of ``tracks`` (one set per keyframe)."""
-    boxes_all, counts_box, ranges, local_all = [], [], [], []
+    """The returns of every global-frame box of ``tracks`` (one set per keyframe), and those of
+    the ``above_m`` high column over each box."""
+    boxes_all, counts_box, ranges, local_all, above_all = [], [], [], [], []
     offset = 0
     for keyframe, boxes in zip(keyframes, tracks, strict=True):
         n = len(boxes)
         if n:
             boxes_ego = boxes.transform(keyframe.ego_SE3_global, "ego", "global")
-            box, local = box_returns(keyframe, boxes_ego, margin_m)
+            box, local, above = box_returns(keyframe, boxes_ego, margin_m, above_m)
             boxes_all.append(box + offset)
             local_all.append(local)
-            counts_box.append(np.bincount(box, minlength=n))
+            above_all.append(above)
+            counts_box.append(np.bincount(box[~above], minlength=n))
             ranges.append(np.hypot(boxes_ego.center_m[:, 0], boxes_ego.center_m[:, 1]))
         offset += n
     if not boxes_all:
         return PointEvidence(np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0, np.int64),
-                             np.zeros(0), keyframes, margin_m)  # fmt: skip
+                             np.zeros(0), keyframes, margin_m, np.zeros(0, np.int64),
+                             np.zeros((0, 3)), above_m)  # fmt: skip
+    box, local, above = (np.concatenate(a) for a in (boxes_all, local_all, above_all))
     return PointEvidence(
-        np.concatenate(boxes_all),
-        np.concatenate(local_all),
+        box[~above],
+        local[~above],
         np.concatenate(counts_box),
         np.concatenate(ranges),
         keyframes,
         margin_m,
+        box[above],
+        local[above],
+        above_m,
     )
 
 
-def boxes_evidence(evidence: PointEvidence, tracks: Sequence[Boxes3D]) -> PointEvidence | None:
+def boxes_evidence(
+    evidence: PointEvidence, tracks: Sequence[Boxes3D], above_m: float = 0.0
+) -> PointEvidence | None:
     """The returns of other boxes of the same clip (``tracks``: one global-frame set per
     keyframe, as the refined tracks), from the keyframe returns ``evidence`` kept, with its
-    margin; None where it kept none."""
+    margin (and the ``above_m`` high column over each box); None where it kept none."""
     if evidence.keyframes is None:
         return None
-    return keyframes_evidence(evidence.keyframes, tracks, evidence.margin_m)
+    return keyframes_evidence(evidence.keyframes, tracks, evidence.margin_m, above_m)
 
 
 def gather_point_evidence(

@@ -525,7 +525,7 @@ def _rescored(refined: list[Boxes3D], evidence, cfg: RefineConfig) -> list[Boxes
     from autolabel.refine import classify
     from autolabel.refine.points import boxes_evidence
 
-    refined_evidence = boxes_evidence(evidence, refined)
+    refined_evidence = boxes_evidence(evidence, refined, cfg.wall_column_m)
     if refined_evidence is None:
         return refined
     return classify.rescore_tracks(
@@ -537,6 +537,9 @@ def _rescored(refined: list[Boxes3D], evidence, cfg: RefineConfig) -> list[Boxes
         cfg.facade_score_factor,
         tower_min_m=cfg.tower_min_height_m,
         tower_factor=cfg.tower_score_factor,
+        wall_min_overlap=cfg.wall_min_overlap,
+        wall_min_density=cfg.wall_min_density,
+        wall_factor=cfg.wall_score_factor,
     )
 
 
