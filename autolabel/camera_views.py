@@ -25,6 +25,7 @@ from autolabel.clip import Clip
 from autolabel.config import SegmentOptions
 from autolabel.nuscenes_reader import aggregate_sweeps
 from autolabel.sweep_timing import SweepTiming
+from calib.bearing import bearing_deg
 from calib.projection import (
     NEAR_PLANE_M,
     box_2d_from_corners,
@@ -319,7 +320,7 @@ def build_camera_views(
         hit_s = np.zeros(len(boxes))
         if sweep is not None and opt.motion_compensate:
             centre_ego = frame.global_SE3_ego.inverse().transform_points(boxes.center_m)
-            hit_s = sweep.hit_offset_s(np.degrees(np.arctan2(centre_ego[:, 1], centre_ego[:, 0])))
+            hit_s = sweep.hit_offset_s(bearing_deg(centre_ego))
         for c, channel in enumerate(channels):
             image = frame.cameras.get(channel)
             if image is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calib import stable_math
+from calib.bearing import bearing_deg
 from calib.se3 import SE3
 
 #: The six nuScenes camera channels, clockwise from the front as the rig sees them.
@@ -47,6 +48,11 @@ class CameraCalibration:
     @property
     def horizontal_fov_deg(self) -> float:
         return float(np.degrees(2 * stable_math.arctan2(self.width_px / 2, self.intrinsic[0, 0])))
+
+    @property
+    def axis_bearing_deg(self) -> float:
+        """Bearing of the optical axis (its +z) in the ego frame, degrees in (-180, 180]."""
+        return float(bearing_deg(self.ego_SE3_camera.rotation[:2, 2]))
 
 
 @dataclass(frozen=True)

@@ -473,7 +473,7 @@ def segment_images(
             if track_score is not None:
                 prompts["track_score"] = track_score[rows]
             if visibility is not None:
-                rejected = rejected_without_mask(
+                view_args = (
                     views.box_px[rows],
                     (width_px, height_px),
                     views.lidar_points[rows],
@@ -481,13 +481,11 @@ def segment_images(
                     geometry.lidar_occluded_share,
                     visibility,
                 )
-                prompts["image_evidence_skip"] = rejected
+                prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
                 # A view whose track the filter drops is rejected whatever its mask too (its
                 # image evidence is skipped by the segmenter's image_evidence_from instead).
-                prompts["refine_skip"] = (
-                    rejected
-                    if track_score is None
-                    else rejected | (track_score[rows] < visibility.min_track_score)
+                prompts["refine_skip"] = rejected_without_mask(
+                    *view_args, None if track_score is None else track_score[rows]
                 )
             result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
             masks, score, crops = result.masks, result.score, result.crops

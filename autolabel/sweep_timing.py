@@ -27,6 +27,7 @@ import numpy as np
 
 from autolabel.clip import Clip
 from autolabel.nuscenes_reader import DatasetError, load_lidar_points
+from calib.bearing import bearing_deg, wrap_deg
 from calib.se3 import SE3
 
 #: A file's returns are cut into this many consecutive blocks; the blocks' azimuths must turn one
@@ -121,7 +122,7 @@ class SweepTiming:
                 f"{self.lever_arm_m:.2f} m"
             )
         widen = float(np.degrees(np.arcsin(self.lever_arm_m / min_range_m)))
-        return (wrap_deg(arc[0] - widen), wrap_deg(arc[1] + widen))
+        return (float(wrap_deg(arc[0] - widen)), float(wrap_deg(arc[1] + widen)))
 
     @property
     def cameras_fire_in_beam_order(self) -> bool:
@@ -173,12 +174,6 @@ class SweepTiming:
         return round(self.period_s, 3), seam
 
 
-def wrap_deg(angle_deg: float) -> float:
-    """The angle in (-180, 180] degrees."""
-    wrapped = float(np.mod(angle_deg + 180.0, 360.0) - 180.0)
-    return 180.0 if wrapped == -180.0 else wrapped
-
-
 def covering_arc_deg(angles_deg: np.ndarray) -> tuple[float, float] | None:
     """(from, to): the shortest counter-clockwise arc holding every angle, both in (-180, 180];
     None for no angle. The arc is the circle less its widest gap between neighbouring angles."""
@@ -187,7 +182,7 @@ def covering_arc_deg(angles_deg: np.ndarray) -> tuple[float, float] | None:
         return None
     gaps = np.diff(np.append(a, a[0] + 360.0))
     widest = int(np.argmax(gaps))
-    return (wrap_deg(a[(widest + 1) % len(a)]), wrap_deg(a[widest]))
+    return (float(wrap_deg(a[(widest + 1) % len(a)])), float(wrap_deg(a[widest])))
 
 
 def sweep_ends(points_lidar: np.ndarray, ego_SE3_lidar: SE3) -> SweepEnds | None:
@@ -211,20 +206,14 @@ def sweep_ends(points_lidar: np.ndarray, ego_SE3_lidar: SE3) -> SweepEnds | None
     # Circular mean per block: a block's returns come from lasers a few degrees apart.
     edges = np.linspace(0, len(xy), ORDER_BLOCKS + 1).astype(np.int64)
     sums = np.add.reduceat(unit, edges[:-1], axis=1)
-    block_deg = np.degrees(np.arctan2(sums[1], sums[0]))
-    steps = np.mod(np.diff(block_deg) + 180.0, 360.0) - 180.0
+    block_deg = bearing_deg(sums.T)
+    steps = wrap_deg(np.diff(block_deg))
     turn = float(steps.sum())
     if abs(abs(turn) - 360.0) > TURN_TOLERANCE_DEG:
         return None
     if np.mean(np.sign(steps) == np.sign(turn)) < MIN_ORDERED_SHARE:
         return None
     return SweepEnds(start_deg=float(block_deg[0]), end_deg=float(block_deg[-1]), turn_deg=turn)
-
-
-def camera_axis_deg(ego_SE3_camera: SE3) -> float:
-    """Ego-frame azimuth of a camera's optical axis (its +z), degrees."""
-    axis = ego_SE3_camera.rotation[:, 2]
-    return float(np.degrees(np.arctan2(axis[1], axis[0])))
 
 
 def camera_triggers(clip: Clip) -> tuple[CameraTrigger, ...]:
@@ -236,7 +225,7 @@ def camera_triggers(clip: Clip) -> tuple[CameraTrigger, ...]:
             offsets.setdefault(channel, []).append(
                 (image.timestamp_us - frame.lidar.timestamp_us) / 1e3
             )
-            axes.setdefault(channel, camera_axis_deg(image.calibration.ego_SE3_camera))
+            axes.setdefault(channel, image.calibration.axis_bearing_deg)
     triggers = [
         CameraTrigger(
             channel=ch,

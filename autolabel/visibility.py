@@ -416,13 +416,12 @@ def evaluate_visibility(
     )
     failing = {
         VisibilityRule.IMAGE: ~readable,
-        VisibilityRule.TRACK_SCORE: track < cfg.min_track_score,
         VisibilityRule.IMAGE_EVIDENCE: support < cfg.min_image_support,
         VisibilityRule.MASK_SCORE: ~(score > cfg.min_mask_score),
         VisibilityRule.BOX_IOU: ~(iou > cfg.min_box_iou),
         VisibilityRule.COVERAGE: ~(coverage > cfg.min_coverage),
         VisibilityRule.VISIBLE_PIXELS: visible < cfg.min_visible_px,
-        **_maskless_failing(fraction, points, hull_share, lidar_share, cfg),
+        **_maskless_failing(fraction, points, hull_share, lidar_share, track, cfg),
     }
     failed = np.zeros(n, np.uint16)
     first = np.zeros(n, np.uint16)
@@ -454,17 +453,20 @@ def _maskless_failing(
     points: np.ndarray | None,
     hull_share: np.ndarray,
     lidar_share: np.ndarray,
+    track: np.ndarray,
     cfg: VisibilityConfig,
 ) -> dict[VisibilityRule, np.ndarray]:
     """The failing views of the rules that read neither a mask nor the image (IN_IMAGE,
-    LIDAR_POINTS, HULL_OCCLUDED, LIDAR_OCCLUDED); ``points`` None skips LIDAR_POINTS."""
+    LIDAR_POINTS, TRACK_SCORE, HULL_OCCLUDED, LIDAR_OCCLUDED); ``points`` None skips
+    LIDAR_POINTS, a NaN share or track score never fails its rule."""
     n = len(fraction)
     return {
         VisibilityRule.IN_IMAGE: fraction < cfg.min_in_image_fraction,
         VisibilityRule.LIDAR_POINTS: (
             np.zeros(n, bool) if points is None else points < cfg.min_lidar_points
         ),
-        # NaN compares False: an unmeasured share never fails its rule.
+        # NaN compares False: an unmeasured share or score never fails its rule.
+        VisibilityRule.TRACK_SCORE: track < cfg.min_track_score,
         VisibilityRule.HULL_OCCLUDED: hull_share > cfg.max_hull_occluded_share,
         VisibilityRule.LIDAR_OCCLUDED: lidar_share > cfg.max_lidar_occluded_share,
     }
@@ -477,6 +479,7 @@ def rejected_without_mask(
     hull_occluded_share: np.ndarray,
     lidar_occluded_share: np.ndarray,
     config: VisibilityConfig | None = None,
+    track_score: np.ndarray | None = None,
 ) -> np.ndarray:
     """(N,) bool: the views of one image that ``evaluate_visibility`` rejects whatever their masks
     and the image say (a rule of ``_maskless_failing`` fails), known before segmentation.
@@ -487,6 +490,7 @@ def rejected_without_mask(
         lidar_points: (N,) LiDAR points inside each 3D box.
         hull_occluded_share, lidar_occluded_share: (N,) as ``evaluate_visibility``'s (NaN: the
             rule never fails).
+        track_score: (N,) each view's track score (None: TRACK_SCORE is not applied).
     """
     cfg = config or VisibilityConfig()
     width_px, height_px = image_size_px
@@ -495,6 +499,7 @@ def rejected_without_mask(
         np.asarray(lidar_points, np.int64).reshape(-1),
         np.asarray(hull_occluded_share, np.float64).reshape(-1),
         np.asarray(lidar_occluded_share, np.float64).reshape(-1),
+        _optional(track_score, len(boxes_2d), "track_score"),
         cfg,
     )
     return np.logical_or.reduce(list(failing.values()))

@@ -22,6 +22,12 @@ def bearing_deg(xy_ego: np.ndarray) -> np.ndarray:
     return np.where(deg <= -180.0 + 1e-9, 180.0, deg)
 
 
+def wrap_deg(angle_deg: np.ndarray | float) -> np.ndarray:
+    """Angles in degrees wrapped to (-180, 180], as bearings are."""
+    w = np.mod(np.asarray(angle_deg, dtype=np.float64) + 180.0, 360.0) - 180.0
+    return np.where(w == -180.0, 180.0, w)
+
+
 def clock_from_bearing(bearing: np.ndarray | float) -> np.ndarray:
     """Clock hour 1..12 of bearings in degrees: each hour spans 30 deg centred on it.
 

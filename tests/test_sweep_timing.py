@@ -17,8 +17,8 @@ from autolabel.sweep_timing import (
     format_sweep_timing,
     sweep_ends,
     triggered_sweep_timing,
-    wrap_deg,
 )
+from calib.bearing import wrap_deg
 from calib.rotation import rotation_from_yaw
 from calib.se3 import SE3
 

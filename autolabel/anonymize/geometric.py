@@ -50,8 +50,8 @@ from autolabel.classes import DETECTION_CLASSES
 from autolabel.clip import Clip
 from autolabel.sensors import CameraCalibration
 from autolabel.sweep_timing import triggered_sweep_timing
+from calib.bearing import bearing_deg, wrap_deg
 from calib.projection import NEAR_PLANE_M, box_silhouette_uv
-from calib.rotation import wrap_angle
 from calib.se3 import SE3
 
 #: Region sources, the ``source`` codes of :class:`BlurRegions`.
@@ -525,11 +525,10 @@ def beyond_seam(
     the shorter way round) meets the interval counter-clockwise from ``seam_deg[0]`` to
     ``seam_deg[1]`` where the LiDAR's sweep may start and end: the beams may have crossed the box
     a revolution away from when they crossed the camera's axis."""
-    axis = camera.ego_SE3_camera.rotation[:, 2]
-    axis_deg = np.degrees(np.arctan2(axis[1], axis[0]))
+    axis_deg = camera.axis_bearing_deg
     centre = global_SE3_ego.inverse().transform_points(boxes_global.center_m)
-    box_deg = np.degrees(np.arctan2(centre[:, 1], centre[:, 0]))
-    turn = np.degrees(wrap_angle(np.radians(box_deg - axis_deg)))  # signed, shorter way
+    box_deg = bearing_deg(centre)
+    turn = wrap_deg(box_deg - axis_deg)  # signed, shorter way
     start = np.where(turn >= 0, axis_deg, box_deg)  # the arc, counter-clockwise from start
     length = np.abs(turn)
     lo, hi = seam_deg

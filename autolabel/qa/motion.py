@@ -39,6 +39,7 @@ import numpy as np
 
 from autolabel.attributes import ObjectAttributes
 from calib import stable_math
+from calib.bearing import wrap_deg
 
 #: Sampling step of the windows, seconds (the 2 Hz keyframes).
 WINDOW_STEP_S = 0.5
@@ -138,11 +139,6 @@ def clip_positions(attrs: ObjectAttributes, window: TrackWindow) -> np.ndarray:
     return np.stack([ex + c * x - s * y, ey + s * x + c * y], axis=-1)
 
 
-def _wrap_deg(a: np.ndarray) -> np.ndarray:
-    w = np.mod(np.asarray(a, dtype=np.float64) + 180.0, 360.0) - 180.0
-    return np.where(w == -180.0, 180.0, w)
-
-
 def slope_per_s(values: np.ndarray, offset_s: np.ndarray) -> np.ndarray:
     """(N,) least-squares slope of (N, W) values over the W sample times; NaN if any is missing."""
     t = np.asarray(offset_s, dtype=np.float64)
@@ -226,7 +222,7 @@ def travel_headings(
     ok1 = np.hypot(d1[:, 0], d1[:, 1]) >= min_travel_m
     h0 = np.where(ok0, np.degrees(stable_math.arctan2(d0[:, 1], d0[:, 0])), np.nan)
     h1 = np.where(ok1, np.degrees(stable_math.arctan2(d1[:, 1], d1[:, 0])), np.nan)
-    return h0, h1, _wrap_deg(h1 - h0)
+    return h0, h1, wrap_deg(h1 - h0)
 
 
 def turn_direction(
