@@ -141,6 +141,10 @@ class RefineConfig:
     wall_min_overlap: float = 0.6
     wall_min_density: float = 0.25
     wall_score_factor: float = 0.2
+    extend_static: bool = True
+    extend_min_returns: int = 5
+    extend_clear_m: float = 2.0
+    extend_score_factor: float = 0.5
 
     def __post_init__(self) -> None:
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
@@ -201,6 +205,20 @@ class RefineConfig:
         if not 0 <= self.facade_max_flatness <= 1:
             raise ValueError(
                 f"facade_max_flatness: must be in [0, 1], got {self.facade_max_flatness}"
+            )
+        if (
+            isinstance(self.extend_min_returns, bool)
+            or not isinstance(self.extend_min_returns, int)
+            or self.extend_min_returns < 1
+        ):
+            raise ValueError(
+                f"extend_min_returns: expected an integer >= 1, got {self.extend_min_returns!r}"
+            )
+        if not self.extend_clear_m >= 0:
+            raise ValueError(f"extend_clear_m: must be >= 0, got {self.extend_clear_m!r}")
+        if not 0 < self.extend_score_factor <= 1:
+            raise ValueError(
+                f"extend_score_factor: must be in (0, 1], got {self.extend_score_factor!r}"
             )
         if not 0 <= self.size_quantile <= 1:
             raise ValueError(f"size_quantile: must be in [0, 1], got {self.size_quantile}")

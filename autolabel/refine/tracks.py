@@ -74,6 +74,7 @@ class RefineSummary:
     boxes_out: int
     boxes_filled: int
     joined: int = 0
+    boxes_extended: int = 0
 
     def counts(self) -> dict[str, int]:
         """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
@@ -501,6 +502,19 @@ def refine_tracks(
     out, frame_index = out[order], frame_index[order]
     bounds = np.searchsorted(frame_index, np.arange(len(times) + 1))
     refined = [out[bounds[f] : bounds[f + 1]] for f in range(len(times))]
+    n_extended = 0
+    if cfg.extend_static and evidence is not None and evidence.keyframes is not None:
+        from autolabel.refine.extension import extend_static_tracks
+
+        refined, n_extended = extend_static_tracks(
+            refined,
+            table.track_id[static & keep],
+            evidence.keyframes,
+            cfg.extend_min_returns,
+            cfg.extend_clear_m,
+            cfg.extend_score_factor,
+            evidence.margin_m,
+        )
     if evidence is not None and cfg.evidence_score:
         refined = _rescored(refined, evidence, cfg)
     summary = RefineSummary(
@@ -512,9 +526,10 @@ def refine_tracks(
         static=int((static & keep).sum()),
         moving=int((~static & keep).sum()),
         boxes_in=len(boxes),
-        boxes_out=len(out),
+        boxes_out=len(out) + n_extended,
         boxes_filled=int((~obs[keep_row]).sum()),
         joined=n_joined,
+        boxes_extended=n_extended,
     )
     return refined, summary
 
