@@ -96,7 +96,7 @@ def test_a_parked_car_is_carried_where_its_box_holds_enough_returns():
     assert np.all(boxes.velocity_mps == 0)
     observed = boxes.score[2:7]
     assert np.all(boxes.score[[0, 1, 7, 8, 9]] == pytest.approx(0.5 * observed[0]))
-    off, off_summary = _refine(_parked_car(range(5, 10)), returns, extend_static=False)
+    off, off_summary = _refine(_parked_car(range(5, 10)), returns, extend_tracks=False)
     assert [f for f, b in enumerate(off) if len(b)] == list(range(5, 10))
     assert off_summary.boxes_extended == 0
 
@@ -117,17 +117,14 @@ def test_extension_stops_where_another_tracks_box_stands():
         assert frames == list(range(3, last + 1))
 
 
-def test_a_moving_track_is_not_extended():
-    # A car driving at 4 m/s along x, detected at 5..9: its returns are at the parked car's
-    # place in every keyframe, but a moving track is never carried outside its span.
-    n = len(TIMES)
-    frames = range(5, 10)
-    tracks = []
-    for f in range(n):
+def _moving_car(frames) -> list[Boxes3D]:
+    """A car driving at 4 m/s along +x (x = 4 t, y = 4), detected at ``frames``."""
+    out = []
+    for f in range(len(TIMES)):
         if f not in frames:
-            tracks.append(Boxes3D.empty())
+            out.append(Boxes3D.empty())
             continue
-        tracks.append(
+        out.append(
             Boxes3D(
                 center_m=[[4.0 * TIMES[f], 4.0, 0.8]],
                 size_wlh_m=[[1.9, 4.5, 1.6]],
@@ -138,9 +135,45 @@ def test_a_moving_track_is_not_extended():
                 track_id=[0],
             )
         )
-    refined, summary = _refine(tracks, [12] * n)
-    assert [f for f, b in enumerate(refined) if len(b)] == list(frames)
-    assert summary.boxes_extended == 0
+    return out
+
+
+def _moving_keyframes() -> list[KeyframeReturns]:
+    """12 returns in the moving car's box at every keyframe, where it is at that time."""
+    out = []
+    for t in TIMES:
+        pts = _car_points(12, np.array([4.0 * t, 4.0]))
+        out.append(KeyframeReturns(pts, pts[:, 2].copy(), FLAT, SE3.identity()))
+    return out
+
+
+def test_a_moving_track_is_carried_at_its_velocity_for_at_most_extend_moving_s():
+    # Detected at keyframes 5..9 (every 0.5 s), its returns on its path at every keyframe: with
+    # 1 s it is carried to 3, 4 and 10, 11, at x = 4 t (constant velocity, 4 m/s); with 0 s
+    # (only static tracks) it stays on its span.
+    tracks = _moving_car(range(5, 10))
+    evidence = keyframes_evidence(_moving_keyframes(), tracks, 0.3)
+    for reach, frames in ((1.0, list(range(3, 12))), (0.0, list(range(5, 10)))):
+        cfg = RefineConfig(evidence_score=False, extend_moving_s=reach)
+        refined, summary = refine_tracks(TIMES, tracks, cfg, evidence)
+        got = [f for f, b in enumerate(refined) if len(b)]
+        assert got == frames
+        boxes = Boxes3D.concatenate(refined)
+        assert boxes.center_m[:, 0] == pytest.approx(4.0 * TIMES[frames], abs=1e-3)
+        assert summary.boxes_extended == len(frames) - 5
+
+
+def test_a_moving_track_stops_where_its_path_holds_no_returns():
+    # The same car, whose returns end at keyframe 10 (it turned off the straight path): carried
+    # to 10 only, not along the straight line beyond.
+    tracks = _moving_car(range(5, 10))
+    keyframes = _moving_keyframes()
+    for f in range(11, len(TIMES)):
+        keyframes[f] = KeyframeReturns(np.zeros((0, 3)), np.zeros(0), FLAT, SE3.identity())
+    evidence = keyframes_evidence(keyframes, tracks, 0.3)
+    cfg = RefineConfig(evidence_score=False, extend_moving_s=2.0)
+    refined, _ = refine_tracks(TIMES, tracks, cfg, evidence)
+    assert [f for f, b in enumerate(refined) if len(b)][-1] == 10
 
 
 def test_extension_settings_are_validated():
@@ -150,3 +183,5 @@ def test_extension_settings_are_validated():
         RefineConfig(extend_clear_m=-1.0)
     with pytest.raises(ValueError, match="extend_score_factor"):
         RefineConfig(extend_score_factor=1.5)
+    with pytest.raises(ValueError, match="extend_moving_s"):
+        RefineConfig(extend_moving_s=-0.5)
