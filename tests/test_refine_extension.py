@@ -83,7 +83,7 @@ def _refine(tracks, returns_per_frame, other=None, **options):
 
 
 def test_a_parked_car_is_carried_where_its_box_holds_enough_returns():
-    # Detected at keyframes 5..9; its box holds 12 returns at 3..12, 2 (under the 5 needed) at
+    # Detected at keyframes 5..9; its box holds 12 returns at 3..12, 2 (under the 3 needed) at
     # 0..1 and 13.., none at 2: extended to 3, 4 and 10, 11, 12, at half its score.
     n = len(TIMES)
     returns = [2, 2, 0] + [12] * 10 + [2] * (n - 13)
