@@ -94,6 +94,14 @@ class RefineConfig:
             a wall or a building's corner, of any class, static or not (a track the ego's motion
             slides along a wall moves); a vehicle's body ends at its top, and a canopy over a
             car spreads over its roof, not on its faces (0 ``wall_column_m``: no such test).
+        extend_tracks, extend_min_returns, extend_clear_m, extend_score_factor,
+            extend_moving_s: carry each track outwards from its span, keyframe by keyframe, to
+            the keyframes where its box still holds at least ``extend_min_returns`` returns of
+            the keyframe sweep and no other track's box centre lies within ``extend_clear_m``,
+            at its score times ``extend_score_factor`` (``autolabel.refine.extension``; needs
+            ``use_points``): a parked car the detector lost as the ego drove away is still seen
+            by the LiDAR. A static track keeps its pose; a moving one goes on at its end
+            velocity for at most ``extend_moving_s`` seconds (0: only static tracks).
     """
 
     min_observations: int = 3
@@ -141,6 +149,11 @@ class RefineConfig:
     wall_min_overlap: float = 0.6
     wall_min_density: float = 0.25
     wall_score_factor: float = 0.2
+    extend_tracks: bool = True
+    extend_min_returns: int = 3
+    extend_clear_m: float = 2.0
+    extend_score_factor: float = 0.5
+    extend_moving_s: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
@@ -201,6 +214,22 @@ class RefineConfig:
         if not 0 <= self.facade_max_flatness <= 1:
             raise ValueError(
                 f"facade_max_flatness: must be in [0, 1], got {self.facade_max_flatness}"
+            )
+        if (
+            isinstance(self.extend_min_returns, bool)
+            or not isinstance(self.extend_min_returns, int)
+            or self.extend_min_returns < 1
+        ):
+            raise ValueError(
+                f"extend_min_returns: expected an integer >= 1, got {self.extend_min_returns!r}"
+            )
+        if not self.extend_moving_s >= 0:
+            raise ValueError(f"extend_moving_s: must be >= 0, got {self.extend_moving_s!r}")
+        if not self.extend_clear_m >= 0:
+            raise ValueError(f"extend_clear_m: must be >= 0, got {self.extend_clear_m!r}")
+        if not 0 < self.extend_score_factor <= 1:
+            raise ValueError(
+                f"extend_score_factor: must be in (0, 1], got {self.extend_score_factor!r}"
             )
         if not 0 <= self.size_quantile <= 1:
             raise ValueError(f"size_quantile: must be in [0, 1], got {self.size_quantile}")

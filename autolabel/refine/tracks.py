@@ -16,7 +16,7 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 4. trajectory: a forward Kalman filter and a backward RTS pass over the span
    (:mod:`autolabel.refine.smoothing`), fusing the detector's velocity where it gives one, so
    centres and velocities are lag-free and keyframes missed inside the span are filled;
-   nothing is added outside it;
+   nothing is added outside it but what step 9 finds;
 5. static or moving: slow and not displaced tracks are static: one centre (the median of its
    detections, or of its accumulated returns) and velocity zero;
 6. heading: a mover heads where it goes where it is fast enough; elsewhere the detector's
@@ -27,7 +27,11 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 7. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
    returns), the box's bottom kept on the detected ground;
 8. score: the mean score of its boxes, times a term growing with how often it was seen;
-9. rescoring: where LiDAR returns were gathered, each refined track's score is scaled by the
+9. extension: where LiDAR returns were gathered, each track is carried outwards from its span to
+   the keyframes where its box (a static track's one pose; a moving one's at its end velocity,
+   for a short time) still holds the returns of the keyframe sweep, at a reduced score
+   (:mod:`autolabel.refine.extension`): the detector lost the object, the LiDAR did not;
+10. rescoring: where LiDAR returns were gathered, each refined track's score is scaled by the
    evidence of the returns inside its refined boxes (one size and pose per track, unlike the
    detector's boxes), taken from the keyframe returns gathered for step 3
    (:func:`autolabel.refine.classify.rescore_tracks`): walls and fences rank below objects.
@@ -74,6 +78,7 @@ class RefineSummary:
     boxes_out: int
     boxes_filled: int
     joined: int = 0
+    boxes_extended: int = 0
 
     def counts(self) -> dict[str, int]:
         """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
@@ -501,6 +506,21 @@ def refine_tracks(
     out, frame_index = out[order], frame_index[order]
     bounds = np.searchsorted(frame_index, np.arange(len(times) + 1))
     refined = [out[bounds[f] : bounds[f + 1]] for f in range(len(times))]
+    n_extended = 0
+    if cfg.extend_tracks and evidence is not None and evidence.keyframes is not None:
+        from autolabel.refine.extension import extend_tracks
+
+        refined, n_extended = extend_tracks(
+            refined,
+            times,
+            table.track_id[static & keep],
+            evidence.keyframes,
+            cfg.extend_min_returns,
+            cfg.extend_clear_m,
+            cfg.extend_score_factor,
+            evidence.margin_m,
+            cfg.extend_moving_s,
+        )
     if evidence is not None and cfg.evidence_score:
         refined = _rescored(refined, evidence, cfg)
     summary = RefineSummary(
@@ -512,9 +532,10 @@ def refine_tracks(
         static=int((static & keep).sum()),
         moving=int((~static & keep).sum()),
         boxes_in=len(boxes),
-        boxes_out=len(out),
+        boxes_out=len(out) + n_extended,
         boxes_filled=int((~obs[keep_row]).sum()),
         joined=n_joined,
+        boxes_extended=n_extended,
     )
     return refined, summary
 
