@@ -419,11 +419,19 @@ def test_a_truck_box_over_a_car_under_a_tree_becomes_a_car_at_its_near_faces():
     # The bottom stays on the ground the boxes stood on.
     assert boxes.center_m[:, 2] == pytest.approx(np.full(n, 1.72 / 2))
     # The same profile over only 1.2 m of length (a trunk and bushes under a canopy, not a car's
-    # body: the 5-95 % spread, 0.9 * 1.2 m, is below 2.5 m): it stays a truck, at its boxes.
+    # body: the 5-95 % spread, 0.9 * 1.2 m, is below 2.5 m): it is no car. Its height profile
+    # is no truck's side either: its top, the 0.98 quantile of the 20 x 130 stacked returns
+    # (lower order statistic, the 2548th: the 8th branch, 2.6 + 7 * 0.2 / 9 = 2.756 m), gives
+    # ceil((2.756 - 0.25) / 0.25) = 11 bins, of which only the body's 5 from 0.25 to 1.5 m
+    # hold a quarter of the densest (12, 28, 29, 28, 23 per box; the branches' 7 and 3 do not):
+    # 5 / 11 < 0.5, clutter. Without that test it stays a truck, at its boxes.
     short = one.copy()
     short[:120, 0] = np.tile(np.linspace(-0.6, 0.6, 40), 3)
     evidence.local_xyh_m = np.tile(short, (n, 1))
-    refined, _ = refine_tracks(TIMES, tracks, None, evidence, ego)
+    refined, summary = refine_tracks(TIMES, tracks, None, evidence, ego)
+    assert summary.clutter == 1 and len(boxes_of(refined, 3)[0]) == 0
+    no_panel_test = RefineConfig(panel_min_fill=0.0)
+    refined, _ = refine_tracks(TIMES, tracks, no_panel_test, evidence, ego)
     _, boxes = boxes_of(refined, 3)
     assert np.all(boxes.label == class_index("truck"))
     assert boxes.center_m[:, :2] == pytest.approx(np.tile([10.0, 5.0], (n, 1)))
@@ -479,3 +487,53 @@ def test_a_track_seen_only_above_the_floor_height_is_clutter():
     assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == n
     _, summary = refine_tracks(TIMES, tracks, RefineConfig(clutter_min_floor_m=5.0), evidence)
     assert summary.clutter == 0
+
+
+def test_panel_fill_tells_a_trucks_side_from_a_fences_rail():
+    from autolabel.refine.classify import panel_fill
+
+    # 0.25 m bins from 0.25 m (ground clearance) up to the top. Track 0, a chain-link fence:
+    # 10 returns in each bin of its posts (0.25-2.25 m) and 100 in each of its rail's two bins
+    # (2.25-2.75 m); top 2.75 m: 10 bins, dense (>= 25, a quarter of 100) only the rail's 2:
+    # 0.2. Track 1, a truck's side: 20 returns in each bin from 0.25 to 3.0 m (11 bins), all
+    # dense: 1.0. Track 2: its top unknown (too few returns): NaN.
+    centres = 0.375 + 0.25 * np.arange(11)
+    h0 = np.concatenate([np.repeat(centres[:8], 10), np.repeat(centres[8:10], 100)])
+    h1 = np.repeat(centres, 20)
+    track = np.concatenate([np.zeros(len(h0), np.int64), np.ones(len(h1), np.int64)])
+    fill = panel_fill(track, np.concatenate([h0, h1]), np.array([2.75, 3.0, np.nan]))
+    assert fill[0] == pytest.approx(0.2) and fill[1] == 1.0 and np.isnan(fill[2])
+
+
+def test_a_static_truck_without_a_side_panel_is_clutter():
+    # Two static truck tracks, 40 returns per box on their outline (0.9 m off the axis of a
+    # 1.9 m wide box). Track 0, a fence: 1 return in each of 8 post bins (0.375-2.125 m), 16 in
+    # each of 2 rail bins (2.375, 2.625 m); its top (0.98 quantile, lower order statistic:
+    # the 39th of 40) is 2.625 m, so ceil((2.625 - 0.25) / 0.25) = 10 bins, 2 of them dense
+    # (>= 4): fill 0.2 < 0.5. Track 1, a truck's side: heights evenly 0.3-2.9 m, every bin
+    # holds 3 or 4 returns (>= 1): fill 1.
+    from autolabel.refine.points import PointEvidence
+
+    n = len(TIMES)
+    tracks = merge(
+        track_boxes(0, "truck", np.tile([8.0, 4.0], (n, 1)), np.zeros(n)),
+        track_boxes(1, "truck", np.tile([8.0, -6.0], (n, 1)), np.zeros(n)),
+    )
+    fence_h = np.concatenate([0.375 + 0.25 * np.arange(8), np.repeat([2.375, 2.625], 16)])
+    x = np.linspace(-2.2, 2.2, 40)
+    fence = np.column_stack([x, np.full(40, 0.9), fence_h])
+    side = np.column_stack([x, np.full(40, 0.9), np.linspace(0.3, 2.9, 40)])
+    local = np.concatenate([np.concatenate([fence, side]) for _ in range(n)])
+    evidence = PointEvidence(
+        np.repeat(np.arange(2 * n), 40), local, np.full(2 * n, 40), np.full(2 * n, 10.0)
+    )
+    refined, summary = refine_tracks(TIMES, tracks, None, evidence)
+    assert summary.clutter == 1
+    assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == n
+    assert boxes_of(refined, 1)[1].label[0] == class_index("truck")
+    # Off, or too few returns per box to judge a profile (40 < 50): kept.
+    for options in ({"panel_min_fill": 0.0}, {"relabel_min_returns": 50.0}):
+        _, summary = refine_tracks(TIMES, tracks, RefineConfig(**options), evidence)
+        assert summary.clutter == 0
+    with pytest.raises(ValueError, match="panel_min_fill"):
+        RefineConfig(panel_min_fill=1.5)

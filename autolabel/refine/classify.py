@@ -44,7 +44,7 @@ class TrackEvidence:
     ``surface_m`` of the box outline), ``roof_m`` (height above ground where the track's stacked
     return profile thins out, see :func:`roof_heights`), ``floor_m`` (its lowest return above
     ground, NaN without returns), ``body_length_m`` (the 5-95 % spread along its boxes' length
-    of its returns below the roof)."""
+    of its returns below the roof), ``panel_fill`` (see :func:`panel_fill`)."""
 
     returns: np.ndarray
     height_m: np.ndarray
@@ -52,6 +52,7 @@ class TrackEvidence:
     roof_m: np.ndarray
     floor_m: np.ndarray
     body_length_m: np.ndarray
+    panel_fill: np.ndarray
 
 
 def roof_heights(track: np.ndarray, height_m: np.ndarray, n_tracks: int) -> np.ndarray:
@@ -121,7 +122,57 @@ def track_evidence(
     body = local[:, 2] < roof[ret_track]
     lo = group_quantile(ret_track[body], local[body, 0], n_tracks, 0.05)
     hi = group_quantile(ret_track[body], local[body, 0], n_tracks, 0.95)
-    return TrackEvidence(returns, height, surface, roof, floor, hi - lo)
+    top = group_quantile(ret_track, local[:, 2], n_tracks, TOP_QUANTILE)
+    fill = panel_fill(ret_track, local[:, 2], top)
+    return TrackEvidence(returns, height, surface, roof, floor, hi - lo, fill)
+
+
+def panel_fill(track: np.ndarray, height_m: np.ndarray, top_m: np.ndarray) -> np.ndarray:
+    """(T,) per track, the share of its ``PROFILE_BIN_M`` height bins from ``GROUND_CLEARANCE_M``
+    (above the ground) up to its ``top_m`` (T,) that hold at least ``ROOF_DROP_SHARE`` of its
+    densest bin's returns; NaN where ``top_m`` is NaN. ``track``: (P,) track of each return,
+    ``height_m``: (P,) its height above the ground, metres.
+
+    A vehicle's side is a panel: every height up to its roof returns about as much as the
+    others. A chain-link fence is seen as its top rail (a few dense bins) over thin posts, the
+    mesh between them letting the beams through: from above a fence and a truck's side are both
+    a line, their height profiles tell them apart."""
+    from autolabel.refine.points import GROUND_CLEARANCE_M
+
+    n_tracks = len(top_m)
+    out = np.full(n_tracks, np.nan)
+    known = np.isfinite(top_m)
+    if not np.any(known):
+        return out
+    n_bins = np.zeros(n_tracks, np.int64)
+    n_bins[known] = np.maximum(
+        np.ceil((top_m[known] - GROUND_CLEARANCE_M) / PROFILE_BIN_M).astype(np.int64), 1
+    )
+    b = np.floor((height_m - GROUND_CLEARANCE_M) / PROFILE_BIN_M).astype(np.int64)
+    use = (b >= 0) & (b < n_bins[track])
+    width = int(n_bins.max())
+    hist = np.bincount(track[use] * width + b[use], minlength=n_tracks * width)
+    hist = hist.reshape(n_tracks, width)
+    dense = hist >= ROOF_DROP_SHARE * hist.max(axis=1, keepdims=True)
+    dense &= np.arange(width)[None, :] < n_bins[:, None]
+    out[known] = dense[known].sum(axis=1) / n_bins[known]
+    return out
+
+
+def open_panels(
+    features: TrackEvidence,
+    label: np.ndarray,
+    static: np.ndarray,
+    min_fill: float,
+    min_returns: float,
+) -> np.ndarray:
+    """(T,) bool: static truck, bus or trailer tracks whose ``panel_fill`` is below
+    ``min_fill``: no side panel, a fence's rail over its posts (0: none). Needs ``min_returns``
+    per box: a far truck's few returns leave height bins empty by chance."""
+    big = np.isin(label, [CLASS_INDEX[c] for c in ("truck", "bus", "trailer")])
+    with np.errstate(invalid="ignore"):
+        judged = features.returns >= min_returns
+        return static & big & judged & (features.panel_fill < min_fill)
 
 
 def clutter_tracks(

@@ -69,6 +69,12 @@ class RefineConfig:
             canopy), where the returns below its roof span at least ``canopy_min_body_m`` along
             its boxes (a car's body; a trunk or a bush is shorter); it takes a car's typical
             size against its boxes' faces towards the ego.
+        panel_min_fill: ... and so is a static truck, bus or trailer track (at least
+            ``relabel_min_returns`` returns per box) whose stacked height profile is no side
+            panel: fewer than this share of its height bins up to its top hold a quarter of its
+            densest bin's returns (``autolabel.refine.classify.panel_fill``): a chain-link
+            fence's top rail over its posts, a line from above like a truck's side (0: no such
+            test). Set on PandaSet-002 (0.4-0.6 alike).
         evidence_score: after the refinement, every track's score is multiplied by a factor
             from the returns inside its refined boxes (``autolabel.refine.classify
             .rescore_tracks``; needs ``use_points``), so tracks the LiDAR does not back rank
@@ -135,6 +141,7 @@ class RefineConfig:
     clutter_min_floor_m: float = 4.4
     car_max_height_m: float = 2.1
     relabel_min_returns: float = 30.0
+    panel_min_fill: float = 0.5
     canopy_min_gap_m: float = 1.0
     canopy_min_body_m: float = 2.5
     # Track rescoring from the refined tracks' returns (autolabel.refine.classify); hand-set on
@@ -204,7 +211,7 @@ class RefineConfig:
             raise ValueError(f"wall_column_m: must be >= 0, got {self.wall_column_m!r}")
         if not self.wall_min_density >= 0:
             raise ValueError(f"wall_min_density: must be >= 0, got {self.wall_min_density!r}")
-        for key in ("wall_min_overlap", "wall_score_factor"):
+        for key in ("wall_min_overlap", "wall_score_factor", "panel_min_fill"):
             if not 0 <= getattr(self, key) <= 1:
                 raise ValueError(f"{key}: must be in [0, 1], got {getattr(self, key)!r}")
         if not 0 <= self.facade_score_factor <= 1:

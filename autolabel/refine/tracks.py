@@ -11,7 +11,8 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 3. class: the score-weighted vote of its boxes (and its duplicates'), then the point evidence of
    :mod:`autolabel.refine.classify` where LiDAR returns were gathered (a large-vehicle track
    with a car's roof becomes a car, of a car's size against its boxes' near faces); clutter
-   (vegetation, facades, returns only high above the ground) and tracks seen fewer than
+   (vegetation, facades, returns only high above the ground, a static truck without a side
+   panel: a fence's rail over its posts) and tracks seen fewer than
    ``min_observations`` times are removed;
 4. trajectory: a forward Kalman filter and a backward RTS pass over the span
    (:mod:`autolabel.refine.smoothing`), fusing the detector's velocity where it gives one, so
@@ -414,6 +415,13 @@ def refine_tracks(
         )
         to_car = relabelled != label
         label = relabelled
+        # After the relabelling: a car under a tree's canopy has no panel up to the canopy
+        # either, but is a car.
+        fence = keep & classify.open_panels(
+            features, label, static, cfg.panel_min_fill, cfg.relabel_min_returns
+        )
+        clutter |= fence
+        keep &= ~fence
     keep &= track_score >= cfg.min_track_score
 
     # Static tracks: one pose; velocity zero.
