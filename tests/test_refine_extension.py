@@ -110,7 +110,8 @@ def test_extension_stops_where_another_tracks_box_stands():
     ahead = CAR_XY + [5.0, 0.0]
     for clear, last in ((6.0, 10), (3.0, 12)):
         other = _parked_car(range(11, 14), tid=1, xy=ahead)
-        tracks = [Boxes3D.concatenate([a, b]) for a, b in zip(_parked_car(range(5, 10)), other)]
+        pairs = zip(_parked_car(range(5, 10)), other, strict=True)
+        tracks = [Boxes3D.concatenate([a, b]) for a, b in pairs]
         refined, _ = _refine(tracks, returns, (ahead, range(11, 14)), extend_clear_m=clear)
         assert [f for f, b in enumerate(refined) if np.any(b.track_id == 1)] == [11, 12, 13]
         frames = [f for f, b in enumerate(refined) if np.any(b.track_id == 0)]

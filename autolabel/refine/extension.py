@@ -108,9 +108,7 @@ def extend_tracks(
         here, others = candidates[j], refined[j]
         if len(here) == 0 or len(others) == 0:
             continue
-        d = np.linalg.norm(
-            here.center_m[:, None, :2] - others.center_m[None, :, :2], axis=2
-        )
+        d = np.linalg.norm(here.center_m[:, None, :2] - others.center_m[None, :, :2], axis=2)
         clear[bounds[j] : bounds[j + 1]] = ~np.any(d < clear_m, axis=1)
 
     ok = np.zeros((len(ids), n_frames), bool)
