@@ -406,6 +406,26 @@ def read_image_bgr(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     return bgr
 
 
+def check_image_file(path: str | Path, width_px: int, height_px: int) -> None:
+    """Raise what ``read_image_bgr`` raises for a missing file, one that is no image, or one of
+    another size than the calibration's, from the file's header alone (no pixel is decoded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            size = im.size
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "camera image is missing", str(path)) from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        if not Path(path).is_file():
+            raise FileNotFoundError(2, "camera image is missing", str(path)) from None
+        raise InputImageError(path, "camera image exists but cannot be decoded as an image") from e
+    if size != (width_px, height_px):
+        raise ValueError(
+            f"{path}: image is {size[0]}x{size[1]} px, the calibration says {width_px}x{height_px}"
+        )
+
+
 def segment_images(
     segmenter,
     clip: Clip,
@@ -443,6 +463,7 @@ def segment_images(
     from autolabel.visibility import mask_statistics, rejected_without_mask
 
     opt = options or SegmentOptions()
+    reads_image = getattr(segmenter, "reads_image", None)
     out = []
     for frame_index, camera, rows in images:
         cv2.setRNGSeed(IMAGE_RNG_SEED)
@@ -458,9 +479,34 @@ def segment_images(
             opt.occluder_margin_m,
         )
         seeds = views.seeds_of(rows)
+        prompts = {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry}
+        if track_score is not None:
+            prompts["track_score"] = track_score[rows]
+        if visibility is not None:
+            view_args = (
+                views.box_px[rows],
+                (width_px, height_px),
+                views.lidar_points[rows],
+                geometry.hull_occluded_share,
+                geometry.lidar_occluded_share,
+                visibility,
+            )
+            prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
+            # A view whose track the filter drops is rejected whatever its mask too (its
+            # image evidence is skipped by the segmenter's image_evidence_from instead).
+            prompts["refine_skip"] = rejected_without_mask(
+                *view_args, None if track_score is None else track_score[rows]
+            )
         error = ""
         try:
-            rgb = read_image_rgb(image.path, width_px, height_px)
+            if reads_image is None or reads_image(len(rows), prompts):
+                rgb = read_image_rgb(image.path, width_px, height_px)
+            else:
+                # The segmenter reads no pixel of this image (about a third of a clip's images
+                # with the geometric one, each a full JPEG decode): check the file's header as the
+                # decoder would and hand it zeros that take no memory.
+                check_image_file(image.path, width_px, height_px)
+                rgb = np.broadcast_to(np.zeros(3, np.uint8), (height_px, width_px, 3))
         except (OSError, ValueError) as e:
             error = str(e)
         if error:
@@ -469,24 +515,6 @@ def segment_images(
             score = np.zeros(len(rows), np.float32)
             image_score = np.full(len(rows), np.nan, np.float32)
         else:
-            prompts = {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry}
-            if track_score is not None:
-                prompts["track_score"] = track_score[rows]
-            if visibility is not None:
-                view_args = (
-                    views.box_px[rows],
-                    (width_px, height_px),
-                    views.lidar_points[rows],
-                    geometry.hull_occluded_share,
-                    geometry.lidar_occluded_share,
-                    visibility,
-                )
-                prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
-                # A view whose track the filter drops is rejected whatever its mask too (its
-                # image evidence is skipped by the segmenter's image_evidence_from instead).
-                prompts["refine_skip"] = rejected_without_mask(
-                    *view_args, None if track_score is None else track_score[rows]
-                )
             result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
             masks, score, crops = result.masks, result.score, result.crops
             image_score = (

@@ -50,6 +50,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
+import numba
 import numpy as np
 
 from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array
@@ -215,18 +216,46 @@ def _zbuffer_visible_px(
     painted = (crops[:, 2] > crops[:, 0]) & (crops[:, 3] > crops[:, 1])
     if not painted.any():
         return np.zeros(n, np.int64)
-    ou0, ov0 = crops[painted, 0].min(), crops[painted, 1].min()
-    ou1, ov1 = crops[painted, 2].max(), crops[painted, 3].max()
-    owner = np.full((ov1 - ov0, ou1 - ou0), -1, np.int32)
-    for i in np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64))):  # far to near
-        u0, v0, u1, v1 = crops[i]
+    order = np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64)))  # far to near
+    crops = np.asarray(crops, np.int64)
+    if masks is None:
+        return _zbuffer_kernel(np.zeros((0, 0, 0), bool), crops, painted, order, False)
+    if masks[0].T.flags.c_contiguous:
+        # Column-major masks (the geometric segmenter's): paint the transposes, column by column
+        # as they lie in memory (the pixel counts do not depend on the axis order).
+        return _zbuffer_kernel(
+            masks.transpose(0, 2, 1), crops[:, [1, 0, 3, 2]], painted, order, True
+        )
+    return _zbuffer_kernel(masks, crops, painted, order, True)
+
+
+@numba.njit(cache=True)
+def _zbuffer_kernel(
+    masks: np.ndarray, crops: np.ndarray, painted: np.ndarray, order: np.ndarray, use_masks: bool
+) -> np.ndarray:
+    """``_zbuffer_visible_px`` on (N, rows, cols) ``masks`` (or whole crops without) with crops
+    [col0, row0, col1, row1] painted in ``order``."""
+    n = len(crops)
+    c0, r0 = 1 << 62, 1 << 62
+    c1, r1 = 0, 0
+    for i in range(n):
+        if painted[i]:
+            c0, r0 = min(c0, crops[i, 0]), min(r0, crops[i, 1])
+            c1, r1 = max(c1, crops[i, 2]), max(r1, crops[i, 3])
+    owner = np.full((r1 - r0, c1 - c0), -1, np.int32)
+    for i in order:
         if not painted[i]:
             continue
-        if masks is None:
-            owner[v0 - ov0 : v1 - ov0, u0 - ou0 : u1 - ou0] = i
-        else:
-            owner[v0 - ov0 : v1 - ov0, u0 - ou0 : u1 - ou0][masks[i, v0:v1, u0:u1]] = i
-    return np.bincount(owner[owner >= 0], minlength=n).astype(np.int64)
+        for r in range(crops[i, 1], crops[i, 3]):
+            for c in range(crops[i, 0], crops[i, 2]):
+                if not use_masks or masks[i, r, c]:
+                    owner[r - r0, c - c0] = i
+    visible = np.zeros(n, np.int64)
+    for r in range(r1 - r0):
+        for c in range(c1 - c0):
+            if owner[r, c] >= 0:
+                visible[owner[r, c]] += 1
+    return visible
 
 
 @dataclass

@@ -24,8 +24,9 @@ Shares (all per object, in [0, 1]):
 - ``visible_share = geometric_px / hull_px``.
 
 Hull pixels are those whose centres lie inside the hull (``convex_polygon_mask``, the pixel
-convention of ``calib.projection``). The work is per image; each object touches only the crop of
-its hull's bounding box (a few array operations per object), never the whole image.
+convention of ``calib.projection``). The work is per image, in one numba kernel (``_paint_hulls``:
+the scanlines of ``convex_polygon_mask`` in the same float64 operations, so the same pixels); each
+object touches only the crop of its hull's bounding box, never the whole image.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import cv2
+import numba
 import numpy as np
 
 __all__ = ["ImageGeometry", "convex_polygon_mask", "image_geometry", "radius_px_from_angle"]
@@ -169,53 +171,124 @@ def image_geometry(
     boxes = np.zeros((n, 4), np.int64)
     if n == 0:
         return ImageGeometry(masks, *counts, boxes)
-    hull_masks: list[np.ndarray | None] = []
-    for i, polygon in enumerate(hulls):
-        hull = None
+    polygons = [np.asarray(p, np.float64).reshape(-1, 2) for p in hulls]
+    painted = np.zeros(n, bool)
+    for i, polygon in enumerate(polygons):
         if len(polygon) >= 3:
             u0, v0 = np.maximum(np.floor(polygon.min(axis=0)).astype(int), 0)
             u1 = min(int(np.ceil(polygon[:, 0].max())), width_px)
             v1 = min(int(np.ceil(polygon[:, 1].max())), height_px)
             if u1 > u0 and v1 > v0:
                 boxes[i] = (u0, v0, u1, v1)
-                hull = convex_polygon_mask(polygon, (u0, v0, u1, v1))
-        hull_masks.append(hull)
-    painted = np.array([h is not None for h in hull_masks])
+                painted[i] = True
     if not painted.any():
         return ImageGeometry(masks, *counts, boxes)
     # The owner map and the LiDAR depth cover the union of the hulls' crops only (nothing is
     # painted or read outside it).
     ru0, rv0 = boxes[painted, :2].min(axis=0)
     ru1, rv1 = boxes[painted, 2:].max(axis=0)
-    owner = np.full((rv1 - rv0, ru1 - ru0), -1, np.int32)
-    for i in np.lexsort((-np.arange(n), -depth)):  # far to near; equal depth: lower index last
-        if hull_masks[i] is not None:
-            u0, v0, u1, v1 = boxes[i]
-            owner[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0][hull_masks[i]] = i
     lidar = _lidar_min_depth(
         np.asarray(scene_uvd, np.float32),
         (int(ru0), int(rv0), int(ru1), int(rv1)),
         radius_px,
         (width_px, height_px),
     )
-    for i, hull in enumerate(hull_masks):
-        if hull is None:
-            continue
-        u0, v0, u1, v1 = boxes[i]
-        own = owner[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0] == i
-        nearest = lidar[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0]
-        covered = hull & np.isfinite(nearest)
-        occluded = covered & (nearest < near[i] - margin_m)
-        # Where the LiDAR saw something, it decides (a hull is larger than the car in it, so a
-        # nearer hull often covers pixels where this object's own returns say it is seen);
-        # where it saw nothing, the box z-buffer does.
-        geometric = hull & ~occluded & (own | covered)
-        masks[i, v0:v1, u0:u1] = geometric
-        counts[:, i] = (
-            np.count_nonzero(hull),
-            np.count_nonzero(own),
-            np.count_nonzero(covered),
-            np.count_nonzero(occluded),
-            np.count_nonzero(geometric),
-        )
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in polygons])
+    # A return is nearer when its float32 depth is below the threshold in float32 (the
+    # comparison NumPy made of the float32 depth map with a float64 scalar).
+    nearer_than = (near - margin_m).astype(np.float32)
+    _paint_hulls(
+        np.concatenate(polygons) if offsets[-1] else np.zeros((0, 2)),
+        offsets,
+        boxes,
+        painted,
+        np.lexsort((-np.arange(n), -depth)),  # far to near; equal depth: lower index last
+        np.ascontiguousarray(lidar.T),
+        int(ru0),
+        int(rv0),
+        nearer_than,
+        masks.transpose(0, 2, 1),
+        counts,
+    )
     return ImageGeometry(masks, *counts, boxes)
+
+
+@numba.njit(cache=True)
+def _row_span(polygon: np.ndarray, row: float) -> tuple[float, float]:
+    """Left and right crossings of the horizontal line ``row`` with the convex ``polygon`` (the
+    scanline of ``convex_polygon_mask``, edge by edge in the same float64 operations); (inf,
+    -inf) where it misses."""
+    left, right = np.inf, -np.inf
+    k = len(polygon)
+    for e in range(k):
+        px, py = polygon[e, 0], polygon[e, 1]
+        qx, qy = polygon[(e + 1) % k, 0], polygon[(e + 1) % k, 1]
+        dy = qy - py
+        if dy != 0 and row >= min(py, qy) and row < max(py, qy):
+            x = px + (row - py) / dy * (qx - px)
+            left = min(left, x)
+            right = max(right, x)
+    return left, right
+
+
+@numba.njit(cache=True)
+def _paint_hulls(
+    polygons, offsets, boxes, painted, order, lidar_t, ru0, rv0, nearer_than, masks_t, counts
+):
+    """The kernel of ``image_geometry``: z-buffers the painted hulls (``order``: far to near) on
+    the union crop at (ru0, rv0), sets each geometric mask in ``masks_t`` ((N, W, H), the masks'
+    column-major storage) and writes ``counts`` (5, N): hull, own, covered, occluded, geometric
+    pixels. ``lidar_t`` is the union crop's nearest-return map, transposed (u, v); a pixel is
+    occluded where that return's depth is below ``nearer_than``."""
+    width_r, height_r = lidar_t.shape
+    owner = np.full((width_r, height_r), -1, np.int32)  # column-major, as the masks
+    # Each hull's scanline spans, row by row, computed once (both passes read them).
+    spans = []
+    for i in range(len(boxes)):
+        u0, v0, u1, v1 = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
+        span = np.empty((max(v1 - v0, 0), 2))
+        if painted[i]:
+            polygon = polygons[offsets[i] : offsets[i + 1]]
+            for r in range(v1 - v0):
+                span[r, 0], span[r, 1] = _row_span(polygon, (v0 + r) + 0.5)
+        spans.append(span)
+    for i in order:
+        if not painted[i]:
+            continue
+        u0, v0, u1, v1 = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
+        span = spans[i]
+        for u in range(u0, u1):
+            col = u + 0.5
+            for r in range(v1 - v0):
+                if col >= span[r, 0] and col <= span[r, 1]:
+                    owner[u - ru0, v0 + r - rv0] = i
+    for i in range(len(boxes)):
+        if not painted[i]:
+            continue
+        u0, v0, u1, v1 = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
+        span = spans[i]
+        threshold = nearer_than[i]
+        hull = own = covered = occluded = geometric = 0
+        for u in range(u0, u1):
+            col = u + 0.5
+            for r in range(v1 - v0):
+                if not (col >= span[r, 0] and col <= span[r, 1]):
+                    continue
+                v = v0 + r
+                hull += 1
+                is_own = owner[u - ru0, v - rv0] == i
+                nearest = lidar_t[u - ru0, v - rv0]
+                is_covered = np.isfinite(nearest)
+                is_occluded = is_covered and nearest < threshold
+                own += is_own
+                covered += is_covered
+                occluded += is_occluded
+                if not is_occluded and (is_own or is_covered):
+                    masks_t[i, u, v] = True
+                    geometric += 1
+        counts[0, i] = hull
+        counts[1, i] = own
+        counts[2, i] = covered
+        counts[3, i] = occluded
+        counts[4, i] = geometric

@@ -242,7 +242,20 @@ class LidarSeededSegmenter:
         needed = _takes_from_wanted(clipped, depth_m, wanted) if overlaps else wanted
         # Each mask's crop (the scaled-back crop; all 0 where not cut): overlaps work on crops.
         rois = np.zeros((n, 4), np.int64)
-        for i in np.flatnonzero(needed):
+        # The wanted objects first: an object cut only for the overlaps is then skipped where no
+        # farther wanted mask has a pixel in its box's pixel span (its mask lies there), as its
+        # mask could take nothing (every cut reseeds the RNG, so the order changes no mask).
+        cut_order = np.flatnonzero(needed)
+        cut_order = np.r_[cut_order[wanted[cut_order]], cut_order[~wanted[cut_order]]]
+        span = np.c_[np.floor(clipped[:, :2]), np.ceil(clipped[:, 2:])].astype(np.int64)
+        rank = np.empty(n, np.int64)
+        rank[np.argsort(depth_m, kind="stable") if overlaps else np.arange(n)] = np.arange(n)
+        for i in cut_order:
+            if not wanted[i]:
+                u0, v0, u1, v1 = span[i]
+                farther = np.flatnonzero(wanted & (rank > rank[i]))  # resolved after it
+                if not masks[farther, v0:v1, u0:u1].any():
+                    continue
             box = clipped[i]
             if (
                 box[2] - box[0] < self.config.min_box_side_px
