@@ -242,19 +242,19 @@ def _zbuffer_kernel(
         if painted[i]:
             c0, r0 = min(c0, crops[i, 0]), min(r0, crops[i, 1])
             c1, r1 = max(c1, crops[i, 2]), max(r1, crops[i, 3])
-    owner = np.full((r1 - r0, c1 - c0), -1, np.int32)
-    for i in order:
+    # Near to far, each pixel counts for the first layer that claims it: the layer a far-to-near
+    # painting leaves on top (the order reversed: equal depths, the lower index first).
+    claimed = np.zeros((r1 - r0, c1 - c0), np.bool_)
+    visible = np.zeros(n, np.int64)
+    for k in range(n - 1, -1, -1):
+        i = order[k]
         if not painted[i]:
             continue
         for r in range(crops[i, 1], crops[i, 3]):
             for c in range(crops[i, 0], crops[i, 2]):
-                if not use_masks or masks[i, r, c]:
-                    owner[r - r0, c - c0] = i
-    visible = np.zeros(n, np.int64)
-    for r in range(r1 - r0):
-        for c in range(c1 - c0):
-            if owner[r, c] >= 0:
-                visible[owner[r, c]] += 1
+                if (not use_masks or masks[i, r, c]) and not claimed[r - r0, c - c0]:
+                    claimed[r - r0, c - c0] = True
+                    visible[i] += 1
     return visible
 
 

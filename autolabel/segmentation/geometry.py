@@ -204,7 +204,7 @@ def image_geometry(
         boxes,
         painted,
         np.lexsort((-np.arange(n), -depth)),  # far to near; equal depth: lower index last
-        np.ascontiguousarray(lidar.T),
+        lidar,
         int(ru0),
         int(rv0),
         nearer_than,
@@ -233,52 +233,67 @@ def _row_span(polygon: np.ndarray, row: float) -> tuple[float, float]:
 
 
 @numba.njit(cache=True)
+def _row_columns(polygon: np.ndarray, row: int, u0: int, u1: int) -> tuple[int, int]:
+    """[lo, hi): the columns in [u0, u1) of pixel row ``row`` whose centres lie in the convex
+    ``polygon``, by the float64 tests of ``convex_polygon_mask`` (centre >= left crossing and
+    <= right crossing), found from a rounded guess and checked exactly."""
+    left, right = _row_span(polygon, row + 0.5)
+    if not left <= right:
+        return u0, u0
+    lo = min(max(u0, int(np.ceil(left - 0.5))), u1)
+    while lo > u0 and (lo - 1) + 0.5 >= left:
+        lo -= 1
+    while lo < u1 and not (lo + 0.5 >= left):
+        lo += 1
+    hi = max(min(u1, int(np.floor(right - 0.5)) + 1), lo)
+    while hi < u1 and hi + 0.5 <= right:
+        hi += 1
+    while hi > lo and not ((hi - 1) + 0.5 <= right):
+        hi -= 1
+    return lo, hi
+
+
+@numba.njit(cache=True)
 def _paint_hulls(
-    polygons, offsets, boxes, painted, order, lidar_t, ru0, rv0, nearer_than, masks_t, counts
+    polygons, offsets, boxes, painted, order, lidar, ru0, rv0, nearer_than, masks_t, counts
 ):
     """The kernel of ``image_geometry``: z-buffers the painted hulls (``order``: far to near) on
     the union crop at (ru0, rv0), sets each geometric mask in ``masks_t`` ((N, W, H), the masks'
     column-major storage) and writes ``counts`` (5, N): hull, own, covered, occluded, geometric
-    pixels. ``lidar_t`` is the union crop's nearest-return map, transposed (u, v); a pixel is
-    occluded where that return's depth is below ``nearer_than``."""
-    width_r, height_r = lidar_t.shape
-    owner = np.full((width_r, height_r), -1, np.int32)  # column-major, as the masks
-    # Each hull's scanline spans, row by row, computed once (both passes read them).
-    spans = []
-    for i in range(len(boxes)):
-        u0, v0, u1, v1 = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
-        span = np.empty((max(v1 - v0, 0), 2))
+    pixels. ``lidar`` is the union crop's nearest-return map; a pixel is occluded where that
+    return's depth is below ``nearer_than``."""
+    n = len(boxes)
+    owner = np.full(lidar.shape, -1, np.int32)
+    # Each hull's columns, row by row, computed once (both passes read them).
+    starts = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        starts[i + 1] = starts[i] + (boxes[i, 3] - boxes[i, 1] if painted[i] else 0)
+    columns = np.zeros((starts[n], 2), np.int64)
+    for i in range(n):
         if painted[i]:
             polygon = polygons[offsets[i] : offsets[i + 1]]
-            for r in range(v1 - v0):
-                span[r, 0], span[r, 1] = _row_span(polygon, (v0 + r) + 0.5)
-        spans.append(span)
+            for r in range(boxes[i, 3] - boxes[i, 1]):
+                lo, hi = _row_columns(polygon, boxes[i, 1] + r, boxes[i, 0], boxes[i, 2])
+                columns[starts[i] + r, 0] = lo
+                columns[starts[i] + r, 1] = hi
     for i in order:
+        if painted[i]:
+            for r in range(boxes[i, 3] - boxes[i, 1]):
+                v = boxes[i, 1] + r
+                for u in range(columns[starts[i] + r, 0], columns[starts[i] + r, 1]):
+                    owner[v - rv0, u - ru0] = i
+    for i in range(n):
         if not painted[i]:
             continue
-        u0, v0, u1, v1 = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
-        span = spans[i]
-        for u in range(u0, u1):
-            col = u + 0.5
-            for r in range(v1 - v0):
-                if col >= span[r, 0] and col <= span[r, 1]:
-                    owner[u - ru0, v0 + r - rv0] = i
-    for i in range(len(boxes)):
-        if not painted[i]:
-            continue
-        u0, v0, u1, v1 = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
-        span = spans[i]
         threshold = nearer_than[i]
         hull = own = covered = occluded = geometric = 0
-        for u in range(u0, u1):
-            col = u + 0.5
-            for r in range(v1 - v0):
-                if not (col >= span[r, 0] and col <= span[r, 1]):
-                    continue
-                v = v0 + r
-                hull += 1
-                is_own = owner[u - ru0, v - rv0] == i
-                nearest = lidar_t[u - ru0, v - rv0]
+        for r in range(boxes[i, 3] - boxes[i, 1]):
+            v = boxes[i, 1] + r
+            lo, hi = columns[starts[i] + r, 0], columns[starts[i] + r, 1]
+            hull += hi - lo
+            for u in range(lo, hi):
+                is_own = owner[v - rv0, u - ru0] == i
+                nearest = lidar[v - rv0, u - ru0]
                 is_covered = np.isfinite(nearest)
                 is_occluded = is_covered and nearest < threshold
                 own += is_own
