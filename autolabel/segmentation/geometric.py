@@ -281,7 +281,11 @@ class GeometricSegmenter:
         # an untrusted one are cut too (``wanted``: only those, and no score of their own).
         cv2.setRNGSeed(0)
         _, features = self._colour.segment_with_features(
-            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}, untrusted
+            image,
+            boxes,
+            {"points_uv": seeds, "depth_m": prompts.get("depth_m")},
+            untrusted,
+            full_masks=False,
         )
         out[untrusted] = score_from_features(features)[untrusted]
         return out
