@@ -210,7 +210,8 @@ class LidarSeededSegmenter:
         Args:
             wanted: (N,) bool, the objects whose masks and features are needed (all when None).
                 The others are cut only where their mask may take pixels from a wanted one (a
-                nearer object whose box meets its box) and get no seed-free cut; their rows are
+                nearer object whose box's pixel span holds a pixel of a farther wanted mask)
+                and get no seed-free cut; their rows are
                 left as they come (not the masks and features they would have on their own).
                 The wanted rows equal those of a run without ``wanted``: every cut reseeds
                 OpenCV's RNG, so a mask depends on its own inputs only.
