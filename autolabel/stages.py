@@ -385,6 +385,8 @@ def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
     import cv2
 
+    if hasattr(cv2, "IMREAD_COLOR_RGB"):  # OpenCV >= 4.10: decoded to RGB, no conversion pass
+        return _read_image(path, width_px, height_px, cv2.IMREAD_COLOR_RGB)
     return cv2.cvtColor(read_image_bgr(path, width_px, height_px), cv2.COLOR_BGR2RGB)
 
 
@@ -393,17 +395,25 @@ def read_image_bgr(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     calibrated size."""
     import cv2
 
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
+    return _read_image(path, width_px, height_px, cv2.IMREAD_COLOR)
+
+
+def _read_image(path: str | Path, width_px: int, height_px: int, flags: int) -> np.ndarray:
+    """(H, W, 3) uint8 of an image file read with OpenCV's ``flags``, checked against the
+    camera's calibrated size."""
+    import cv2
+
+    image = cv2.imread(str(path), flags)
+    if image is None:
         if not Path(path).is_file():
             raise FileNotFoundError(2, "camera image is missing", str(path))
         raise InputImageError(path, "camera image exists but cannot be decoded as an image")
-    if bgr.shape[:2] != (height_px, width_px):
+    if image.shape[:2] != (height_px, width_px):
         raise ValueError(
-            f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "
+            f"{path}: image is {image.shape[1]}x{image.shape[0]} px, the calibration says "
             f"{width_px}x{height_px}"
         )
-    return bgr
+    return image
 
 
 def check_image_file(path: str | Path, width_px: int, height_px: int) -> None:
