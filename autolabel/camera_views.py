@@ -316,6 +316,11 @@ def build_camera_views(
         point_owner = np.full(len(points_global), -1, np.int64)
         point_owner[point[keyframe_pair]] = owner[keyframe_pair]
         scene = np.flatnonzero((lag_s == 0) & (height_m >= opt.occluder_min_height_m))
+        # The same returns in every camera; only their motion to the image's time differs.
+        scene_points = points_global[scene]
+        scene_owner = point_owner[scene]
+        scene_tracked = np.flatnonzero(scene_owner >= 0)
+        scene_tracked_owner = scene_owner[scene_tracked]
         corners = boxes.corners()  # (N, 8, 3)
         hit_s = np.zeros(len(boxes))
         if sweep is not None and opt.motion_compensate:
@@ -371,10 +376,8 @@ def build_camera_views(
             inside = _in_image(uv, z, cal.width_px, cal.height_px)
             pair_owner, uv = pair_owner[inside], uv[inside]
             # The scene's returns in this image, each moved with the object it belongs to.
-            scene_global = points_global[scene].copy()
-            scene_owner = point_owner[scene]
-            tracked = scene_owner >= 0
-            scene_global[tracked] += shift[scene_owner[tracked]]
+            scene_global = scene_points.copy()
+            scene_global[scene_tracked] += shift[scene_tracked_owner]
             scene_uv, scene_z = project_points(
                 cal.intrinsic, camera_SE3_global.transform_points(scene_global)
             )

@@ -385,6 +385,8 @@ def read_image_rgb(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     """(H, W, 3) uint8 RGB of an image file, checked against the camera's calibrated size."""
     import cv2
 
+    if hasattr(cv2, "IMREAD_COLOR_RGB"):  # OpenCV >= 4.10: decoded to RGB, no conversion pass
+        return _read_image(path, width_px, height_px, cv2.IMREAD_COLOR_RGB)
     return cv2.cvtColor(read_image_bgr(path, width_px, height_px), cv2.COLOR_BGR2RGB)
 
 
@@ -393,17 +395,45 @@ def read_image_bgr(path: str | Path, width_px: int, height_px: int) -> np.ndarra
     calibrated size."""
     import cv2
 
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
+    return _read_image(path, width_px, height_px, cv2.IMREAD_COLOR)
+
+
+def _read_image(path: str | Path, width_px: int, height_px: int, flags: int) -> np.ndarray:
+    """(H, W, 3) uint8 of an image file read with OpenCV's ``flags``, checked against the
+    camera's calibrated size."""
+    import cv2
+
+    image = cv2.imread(str(path), flags)
+    if image is None:
         if not Path(path).is_file():
             raise FileNotFoundError(2, "camera image is missing", str(path))
         raise InputImageError(path, "camera image exists but cannot be decoded as an image")
-    if bgr.shape[:2] != (height_px, width_px):
+    if image.shape[:2] != (height_px, width_px):
         raise ValueError(
-            f"{path}: image is {bgr.shape[1]}x{bgr.shape[0]} px, the calibration says "
+            f"{path}: image is {image.shape[1]}x{image.shape[0]} px, the calibration says "
             f"{width_px}x{height_px}"
         )
-    return bgr
+    return image
+
+
+def check_image_file(path: str | Path, width_px: int, height_px: int) -> None:
+    """Raise what ``read_image_bgr`` raises for a missing file, one that is no image, or one of
+    another size than the calibration's, from the file's header alone (no pixel is decoded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            size = im.size
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "camera image is missing", str(path)) from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        if not Path(path).is_file():
+            raise FileNotFoundError(2, "camera image is missing", str(path)) from None
+        raise InputImageError(path, "camera image exists but cannot be decoded as an image") from e
+    if size != (width_px, height_px):
+        raise ValueError(
+            f"{path}: image is {size[0]}x{size[1]} px, the calibration says {width_px}x{height_px}"
+        )
 
 
 def segment_images(
@@ -443,6 +473,7 @@ def segment_images(
     from autolabel.visibility import mask_statistics, rejected_without_mask
 
     opt = options or SegmentOptions()
+    reads_image = getattr(segmenter, "reads_image", None)
     out = []
     for frame_index, camera, rows in images:
         cv2.setRNGSeed(IMAGE_RNG_SEED)
@@ -458,9 +489,34 @@ def segment_images(
             opt.occluder_margin_m,
         )
         seeds = views.seeds_of(rows)
+        prompts = {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry}
+        if track_score is not None:
+            prompts["track_score"] = track_score[rows]
+        if visibility is not None:
+            view_args = (
+                views.box_px[rows],
+                (width_px, height_px),
+                views.lidar_points[rows],
+                geometry.hull_occluded_share,
+                geometry.lidar_occluded_share,
+                visibility,
+            )
+            prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
+            # A view whose track the filter drops is rejected whatever its mask too (its
+            # image evidence is skipped by the segmenter's image_evidence_from instead).
+            prompts["refine_skip"] = rejected_without_mask(
+                *view_args, None if track_score is None else track_score[rows]
+            )
         error = ""
         try:
-            rgb = read_image_rgb(image.path, width_px, height_px)
+            if reads_image is None or reads_image(len(rows), prompts):
+                rgb = read_image_rgb(image.path, width_px, height_px)
+            else:
+                # The segmenter reads no pixel of this image (about a third of a clip's images
+                # with the geometric one, each a full JPEG decode): check the file's header as the
+                # decoder would and hand it zeros that take no memory.
+                check_image_file(image.path, width_px, height_px)
+                rgb = np.broadcast_to(np.zeros(3, np.uint8), (height_px, width_px, 3))
         except (OSError, ValueError) as e:
             error = str(e)
         if error:
@@ -469,24 +525,6 @@ def segment_images(
             score = np.zeros(len(rows), np.float32)
             image_score = np.full(len(rows), np.nan, np.float32)
         else:
-            prompts = {"points_uv": seeds, "depth_m": views.depth_m[rows], "geometry": geometry}
-            if track_score is not None:
-                prompts["track_score"] = track_score[rows]
-            if visibility is not None:
-                view_args = (
-                    views.box_px[rows],
-                    (width_px, height_px),
-                    views.lidar_points[rows],
-                    geometry.hull_occluded_share,
-                    geometry.lidar_occluded_share,
-                    visibility,
-                )
-                prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
-                # A view whose track the filter drops is rejected whatever its mask too (its
-                # image evidence is skipped by the segmenter's image_evidence_from instead).
-                prompts["refine_skip"] = rejected_without_mask(
-                    *view_args, None if track_score is None else track_score[rows]
-                )
             result = segmenter.segment(rgb, views.box_clipped_px[rows], prompts)
             masks, score, crops = result.masks, result.score, result.crops
             image_score = (

@@ -50,6 +50,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
+import numba
 import numpy as np
 
 from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array
@@ -210,23 +211,74 @@ def _zbuffer_visible_px(
     A layer is the mask inside its crop (``masks`` given) or the whole crop (box z-buffer). Layers
     are painted far to near into one owner map, each on its crop only; N is one image's objects.
     """
+    return _mask_counts(masks, crops, crops, depth_m)[2]
+
+
+def _mask_counts(
+    masks: np.ndarray | None, crops: np.ndarray, inner: np.ndarray, depth_m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(N,) each layer's pixels, those of them inside its ``inner`` crop, and those not covered
+    by a nearer layer (``_zbuffer_visible_px``), in one pass over the layers' crops."""
     n = len(crops)
+    crops = np.asarray(crops, np.int64).reshape(n, 4)
+    inner = np.asarray(inner, np.int64).reshape(n, 4)
     # The owner map covers only the union of the crops (nothing is painted outside it).
     painted = (crops[:, 2] > crops[:, 0]) & (crops[:, 3] > crops[:, 1])
     if not painted.any():
-        return np.zeros(n, np.int64)
-    ou0, ov0 = crops[painted, 0].min(), crops[painted, 1].min()
-    ou1, ov1 = crops[painted, 2].max(), crops[painted, 3].max()
-    owner = np.full((ov1 - ov0, ou1 - ou0), -1, np.int32)
-    for i in np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64))):  # far to near
-        u0, v0, u1, v1 = crops[i]
+        return np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    order = np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64)))  # far to near
+    if masks is None:
+        return _zbuffer_kernel(np.zeros((0, 0, 0), bool), crops, inner, painted, order, False)
+    if masks[0].T.flags.c_contiguous:
+        # Column-major masks (the geometric segmenter's): walk the transposes, column by column
+        # as they lie in memory (the pixel counts do not depend on the axis order).
+        swap = [1, 0, 3, 2]
+        return _zbuffer_kernel(
+            masks.transpose(0, 2, 1), crops[:, swap], inner[:, swap], painted, order, True
+        )
+    return _zbuffer_kernel(masks, crops, inner, painted, order, True)
+
+
+@numba.njit(cache=True)
+def _zbuffer_kernel(
+    masks: np.ndarray,
+    crops: np.ndarray,
+    inner: np.ndarray,
+    painted: np.ndarray,
+    order: np.ndarray,
+    use_masks: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_mask_counts`` on (N, rows, cols) ``masks`` (or whole crops without) with crops
+    [col0, row0, col1, row1], far to near in ``order``."""
+    n = len(crops)
+    c0, r0 = 1 << 62, 1 << 62
+    c1, r1 = 0, 0
+    for i in range(n):
+        if painted[i]:
+            c0, r0 = min(c0, crops[i, 0]), min(r0, crops[i, 1])
+            c1, r1 = max(c1, crops[i, 2]), max(r1, crops[i, 3])
+    # Near to far, each pixel counts for the first layer that claims it: the layer a far-to-near
+    # painting leaves on top (the order reversed: equal depths, the lower index first).
+    claimed = np.zeros((r1 - r0, c1 - c0), np.bool_)
+    total = np.zeros(n, np.int64)
+    in_inner = np.zeros(n, np.int64)
+    visible = np.zeros(n, np.int64)
+    for k in range(n - 1, -1, -1):
+        i = order[k]
         if not painted[i]:
             continue
-        if masks is None:
-            owner[v0 - ov0 : v1 - ov0, u0 - ou0 : u1 - ou0] = i
-        else:
-            owner[v0 - ov0 : v1 - ov0, u0 - ou0 : u1 - ou0][masks[i, v0:v1, u0:u1]] = i
-    return np.bincount(owner[owner >= 0], minlength=n).astype(np.int64)
+        for r in range(crops[i, 1], crops[i, 3]):
+            row_inner = inner[i, 1] <= r < inner[i, 3]
+            for c in range(crops[i, 0], crops[i, 2]):
+                if use_masks and not masks[i, r, c]:
+                    continue
+                total[i] += 1
+                if row_inner and inner[i, 0] <= c < inner[i, 2]:
+                    in_inner[i] += 1
+                if not claimed[r - r0, c - c0]:
+                    claimed[r - r0, c - c0] = True
+                    visible[i] += 1
+    return total, in_inner, visible
 
 
 @dataclass
@@ -293,21 +345,15 @@ def mask_statistics(
         else np.asarray(mask_box_2d, np.float64).reshape(n, 4)
     )
     mask_crops = _crops(mask_box, width_px, height_px)
-    # Each mask's pixels all lie in its tight box: count there, not over the whole image.
-    mask_px = np.array(
-        [np.count_nonzero(masks[i, v0:v1, u0:u1]) for i, (u0, v0, u1, v1) in enumerate(mask_crops)],
-        np.int64,
-    ).reshape(n)
     box_crops = _crops(clipped, width_px, height_px)
-    in_box_px = np.array(
-        [np.count_nonzero(masks[i, v0:v1, u0:u1]) for i, (u0, v0, u1, v1) in enumerate(box_crops)],
-        np.int64,
-    ).reshape(n)
+    # Each mask's pixels all lie in its tight box: count there, not over the whole image, in
+    # the same pass as the mask z-buffer.
+    mask_px, in_box_px, visible_px_mask = _mask_counts(masks, mask_crops, box_crops, depth_m)
     return MaskStatistics(
         mask_px=mask_px,
         in_box_px=in_box_px,
         mask_box_2d=mask_box,
-        visible_px_mask=_zbuffer_visible_px(masks, mask_crops, depth_m, height_px, width_px),
+        visible_px_mask=visible_px_mask,
         visible_px_box=_zbuffer_visible_px(None, box_crops, depth_m, height_px, width_px),
     )
 

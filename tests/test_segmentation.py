@@ -596,3 +596,103 @@ def test_run_measures_image_evidence_only_for_tracks_the_filter_may_keep():
     assert Models(config).segmenter().config.image_evidence_from == 0.4
     given = PipelineConfig(segmenter="geometric", segmenter_options={"image_evidence_from": 0.0})
     assert Models(given).segmenter().config.image_evidence_from == 0.0
+
+
+def _reference_geometry(hulls, depth, near, lidar_min, margin_m, width_px, height_px):
+    """image_geometry's masks and counts by whole-image NumPy arrays: hull masks from
+    ``convex_polygon_mask``, a far-to-near owner map, and the nearest-return map given."""
+    from autolabel.segmentation.geometry import convex_polygon_mask
+
+    n = len(hulls)
+    hull = np.zeros((n, height_px, width_px), bool)
+    for i, polygon in enumerate(hulls):
+        if len(polygon) >= 3:
+            hull[i] = convex_polygon_mask(polygon, (0, 0, width_px, height_px))
+    owner = np.full((height_px, width_px), -1)
+    for i in sorted(range(n), key=lambda i: (-depth[i], -i)):  # far first; ties: low last
+        owner[hull[i]] = i
+    covered = hull & np.isfinite(lidar_min)[None]
+    occluded = covered & (lidar_min[None] < (near - margin_m).astype(np.float32)[:, None, None])
+    geometric = hull & ~occluded & ((owner[None] == np.arange(n)[:, None, None]) | covered)
+    counts = [hull, hull & (owner[None] == np.arange(n)[:, None, None]), covered, occluded]
+    return geometric, [c.sum(axis=(1, 2)) for c in [*counts, geometric]]
+
+
+def test_image_geometry_equals_whole_image_painting_on_random_hulls():
+    """The kernel's hull pixels are convex_polygon_mask's (vertices on pixel centres and edges
+    included), its z-buffer and LiDAR tests those of whole-image arrays."""
+    from autolabel.segmentation.geometry import _lidar_min_depth, image_geometry
+
+    rng = np.random.default_rng(5)
+    width_px, height_px = 120, 80
+    for trial in range(60):
+        n = int(rng.integers(1, 6))
+        hulls = []
+        for _ in range(n):
+            centre = rng.uniform([-10, -10], [width_px + 10, height_px + 10])
+            angles = np.sort(rng.uniform(0, 2 * np.pi, int(rng.integers(3, 8))))
+            radius = rng.uniform(2, 40, (1, 2))
+            points = centre + radius * np.c_[np.cos(angles), np.sin(angles)]
+            if trial % 3 == 0:
+                points = np.round(points * 2) / 2  # vertices on pixel centres and edges
+            points = cv2.convexHull(points.astype(np.float32)).reshape(-1, 2)
+            hulls.append(np.clip(points, 0, [width_px, height_px]).astype(np.float32))
+        depth = rng.integers(5, 9, n).astype(float)  # equal depths happen
+        near = depth - rng.uniform(0, 1, n)
+        scene = np.c_[
+            rng.uniform(0, width_px, 60), rng.uniform(0, height_px, 60), rng.uniform(3, 10, 60)
+        ].astype(np.float32)
+        g = image_geometry(hulls, depth, near, scene, (width_px, height_px), 2, 0.5)
+        lidar = _lidar_min_depth(scene, (0, 0, width_px, height_px), 2, (width_px, height_px))
+        masks, counts = _reference_geometry(hulls, depth, near, lidar, 0.5, width_px, height_px)
+        np.testing.assert_array_equal(g.masks, masks)
+        for name, expected in zip(
+            ("hull_px", "zbuffered_px", "lidar_covered_px", "lidar_occluded_px", "geometric_px"),
+            counts,
+            strict=True,
+        ):
+            np.testing.assert_array_equal(getattr(g, name), expected, err_msg=name)
+        assert g.masks[0].T.flags.c_contiguous  # column-major, for COCO RLE
+
+
+def test_geometric_segmenter_reads_no_pixel_when_nothing_is_refined_or_checked(
+    ellipse_scene, tmp_path
+):
+    """reads_image says whether segment looks at the image: without refinement or evidence the
+    result is the same on any image, so the run checks the file's header instead of decoding."""
+    from autolabel.segmentation.geometric import GeometricSegmenter
+    from autolabel.segmentation.geometry import image_geometry
+    from autolabel.stages import InputImageError, check_image_file, read_image_bgr
+
+    image, truth, box = ellipse_scene
+    g = image_geometry(
+        [rect_polygon(*box)], np.array([10.0]), np.array([9.0]), np.zeros((0, 3), np.float32),
+        (WIDTH, HEIGHT), 1, 0.5,
+    )  # fmt: skip
+    seeds = {"points_uv": [seeds_in(truth, step=9)], "geometry": g}
+    segmenter = GeometricSegmenter()
+    assert segmenter.reads_image(1, seeds)  # the mask is refined
+    assert segmenter.reads_image(1, {**seeds, "refine_skip": [True], "track_score": [0.5]})
+    idle = {**seeds, "refine_skip": [True], "track_score": [0.9]}
+    assert not segmenter.reads_image(1, idle)
+    blank = np.zeros_like(image)
+    a, b = segmenter.segment(image, box[None], idle), segmenter.segment(blank, box[None], idle)
+    np.testing.assert_array_equal(a.masks, b.masks)
+    np.testing.assert_array_equal(a.score, b.score)
+
+    # The header check raises what decoding raises.
+    good = tmp_path / "good.jpg"
+    cv2.imwrite(str(good), image)
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not an image at all")
+    for path, size, error in (
+        (tmp_path / "missing.jpg", (WIDTH, HEIGHT), FileNotFoundError),
+        (bad, (WIDTH, HEIGHT), InputImageError),
+        (good, (WIDTH + 1, HEIGHT), ValueError),
+    ):
+        with pytest.raises(error) as decoded:
+            read_image_bgr(path, *size)
+        with pytest.raises(error) as checked:
+            check_image_file(path, *size)
+        assert str(checked.value) == str(decoded.value)
+    check_image_file(good, WIDTH, HEIGHT)

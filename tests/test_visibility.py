@@ -348,3 +348,37 @@ def test_mask_statistics_from_rle_boxes_equal_the_scan():
     given = mask_statistics(boxes, masks, depth, (width_px, height_px), tight)
     for name in vars(scanned):
         np.testing.assert_array_equal(getattr(given, name), getattr(scanned, name), err_msg=name)
+
+
+def test_mask_statistics_match_a_painter_on_full_images():
+    """The one-pass counts equal full-image NumPy counts: pixels, pixels in the clipped box,
+    and pixels left after painting far to near (equal depths: the lower index on top), for
+    row- and column-major masks."""
+    from autolabel.visibility import mask_statistics
+
+    rng = np.random.default_rng(11)
+    height_px, width_px = 70, 110
+    for trial in range(40):
+        n = int(rng.integers(1, 7))
+        masks = np.zeros((n, height_px, width_px), bool)
+        for i in range(n):
+            u0, v0 = rng.integers(0, width_px - 1), rng.integers(0, height_px - 1)
+            masks[i, v0 : v0 + rng.integers(1, 50), u0 : u0 + rng.integers(1, 70)] = True
+            masks[i] &= rng.random((height_px, width_px)) < 0.85
+        if trial % 2:
+            masks = np.ascontiguousarray(masks.transpose(0, 2, 1)).transpose(0, 2, 1)
+        corner = rng.uniform(-15, [width_px, height_px], (n, 2))
+        boxes = np.c_[corner, corner + rng.uniform(1, 60, (n, 2))]
+        depth = rng.integers(1, 4, n).astype(float)  # many equal depths
+        stats = mask_statistics(boxes, masks, depth, (width_px, height_px))
+        owner = np.full((height_px, width_px), -1)
+        for i in sorted(range(n), key=lambda i: (-depth[i], -i)):  # far first; ties: low last
+            owner[masks[i]] = i
+        v, u = np.mgrid[:height_px, :width_px] + 0.5  # pixel centres
+        for i in range(n):
+            in_box = (
+                (u >= boxes[i, 0]) & (u <= boxes[i, 2]) & (v >= boxes[i, 1]) & (v <= boxes[i, 3])
+            )
+            assert stats.mask_px[i] == masks[i].sum()
+            assert stats.in_box_px[i] == (masks[i] & in_box).sum()
+            assert stats.visible_px_mask[i] == (owner == i).sum()

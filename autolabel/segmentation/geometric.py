@@ -197,22 +197,8 @@ class GeometricSegmenter:
         masks = np.zeros((n, image.shape[1], image.shape[0]), bool).transpose(0, 2, 1)
         for i, (u0, v0, u1, v1) in enumerate(geometry.boxes_px):
             masks[i, v0:v1, u0:u1] = geometry.masks[i, v0:v1, u0:u1]
-        if self.config.refine_iterations > 0:
-            area = geometry.geometric_px
-            worth = (area >= max(self.config.refine_min_px, 1)) & (
-                geometry.visible_share >= self.config.refine_min_visible_share
-            )
-            skip = (prompts or {}).get("refine_skip")
-            if skip is not None:
-                skip = np.asarray(skip, bool).reshape(-1)
-                if len(skip) != n:
-                    raise ValueError(
-                        f"segment: prompts['refine_skip'] has {len(skip)} values for {n} boxes"
-                    )
-                if not self.config.refine_all_views:
-                    worth &= ~skip
-            for i in np.flatnonzero(worth):
-                self._refine(image, masks[i], geometry.boxes_px[i], seeds[i])
+        for i in np.flatnonzero(self._refined(geometry, prompts or {}, n)):
+            self._refine(image, masks[i], geometry.boxes_px[i], seeds[i])
         recall = own_return_recall(masks, seeds)
         score = np.where(np.isnan(recall), 1.0, recall) * geometry.visible_share
         image_score = self._image_evidence(image, boxes, seeds, prompts or {})
@@ -222,31 +208,67 @@ class GeometricSegmenter:
             masks, score.astype(np.float32), image_score, geometry.boxes_px.copy()
         )
 
-    def _image_evidence(
-        self, image: np.ndarray, boxes: np.ndarray, seeds: list[np.ndarray], prompts: dict
-    ) -> np.ndarray | None:
-        """(N,) float32 LiDAR-seeded GrabCut score of the objects of untrusted tracks (scoring in
-        [``image_evidence_from``, ``image_evidence_below``)), NaN for the others; None without
-        track scores."""
+    def reads_image(self, n: int, prompts: dict[str, Any]) -> bool:
+        """Whether ``segment`` reads the image's pixels for these N objects and prompts (same
+        arguments): only refinement and image evidence do; without either, the masks and scores
+        come from the geometry and the LiDAR returns alone, and the caller need not decode the
+        image."""
+        geometry = prompts.get("geometry")
+        if not isinstance(geometry, ImageGeometry) or len(geometry.hull_px) != n:
+            return True  # segment() will name the problem
+        untrusted = self._untrusted(prompts, n)
+        return bool(self._refined(geometry, prompts, n).any()) or (
+            untrusted is not None and bool(untrusted.any())
+        )
+
+    def _refined(self, geometry: ImageGeometry, prompts: dict, n: int) -> np.ndarray:
+        """(N,) bool: the objects whose geometric mask is refined by the image."""
+        if self.config.refine_iterations == 0:
+            return np.zeros(n, bool)
+        worth = (geometry.geometric_px >= max(self.config.refine_min_px, 1)) & (
+            geometry.visible_share >= self.config.refine_min_visible_share
+        )
+        skip = prompts.get("refine_skip")
+        if skip is not None:
+            skip = np.asarray(skip, bool).reshape(-1)
+            if len(skip) != n:
+                raise ValueError(
+                    f"segment: prompts['refine_skip'] has {len(skip)} values for {n} boxes"
+                )
+            if not self.config.refine_all_views:
+                worth &= ~skip
+        return worth
+
+    def _untrusted(self, prompts: dict, n: int) -> np.ndarray | None:
+        """(N,) bool: the objects of untrusted tracks (scoring in [``image_evidence_from``,
+        ``image_evidence_below``)) that get image evidence; None without track scores."""
         if prompts.get("track_score") is None:
             return None
         track_score = np.asarray(prompts["track_score"], np.float64).reshape(-1)
-        if len(track_score) != len(boxes):
+        if len(track_score) != n:
             raise ValueError(
-                f"segment: prompts['track_score'] has {len(track_score)} values for "
-                f"{len(boxes)} boxes"
+                f"segment: prompts['track_score'] has {len(track_score)} values for {n} boxes"
             )
         untrusted = (track_score < self.config.image_evidence_below) & (
             track_score >= self.config.image_evidence_from
         )
         if prompts.get("image_evidence_skip") is not None:
             skip = np.asarray(prompts["image_evidence_skip"], bool).reshape(-1)
-            if len(skip) != len(boxes):
+            if len(skip) != n:
                 raise ValueError(
-                    f"segment: prompts['image_evidence_skip'] has {len(skip)} values for "
-                    f"{len(boxes)} boxes"
+                    f"segment: prompts['image_evidence_skip'] has {len(skip)} values for {n} boxes"
                 )
             untrusted &= ~skip
+        return untrusted
+
+    def _image_evidence(
+        self, image: np.ndarray, boxes: np.ndarray, seeds: list[np.ndarray], prompts: dict
+    ) -> np.ndarray | None:
+        """(N,) float32 LiDAR-seeded GrabCut score of the objects of untrusted tracks
+        (``_untrusted``), NaN for the others; None without track scores."""
+        untrusted = self._untrusted(prompts, len(boxes))
+        if untrusted is None:
+            return None
         out = np.full(len(boxes), np.nan, np.float32)
         if not untrusted.any():
             return out
@@ -259,7 +281,11 @@ class GeometricSegmenter:
         # an untrusted one are cut too (``wanted``: only those, and no score of their own).
         cv2.setRNGSeed(0)
         _, features = self._colour.segment_with_features(
-            image, boxes, {"points_uv": seeds, "depth_m": prompts.get("depth_m")}, untrusted
+            image,
+            boxes,
+            {"points_uv": seeds, "depth_m": prompts.get("depth_m")},
+            untrusted,
+            full_masks=False,
         )
         out[untrusted] = score_from_features(features)[untrusted]
         return out

@@ -24,8 +24,9 @@ Shares (all per object, in [0, 1]):
 - ``visible_share = geometric_px / hull_px``.
 
 Hull pixels are those whose centres lie inside the hull (``convex_polygon_mask``, the pixel
-convention of ``calib.projection``). The work is per image; each object touches only the crop of
-its hull's bounding box (a few array operations per object), never the whole image.
+convention of ``calib.projection``). The work is per image, in one numba kernel (``_paint_hulls``:
+the scanlines of ``convex_polygon_mask`` in the same float64 operations, so the same pixels); each
+object touches only the crop of its hull's bounding box, never the whole image.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import cv2
+import numba
 import numpy as np
 
 __all__ = ["ImageGeometry", "convex_polygon_mask", "image_geometry", "radius_px_from_angle"]
@@ -169,53 +171,139 @@ def image_geometry(
     boxes = np.zeros((n, 4), np.int64)
     if n == 0:
         return ImageGeometry(masks, *counts, boxes)
-    hull_masks: list[np.ndarray | None] = []
-    for i, polygon in enumerate(hulls):
-        hull = None
+    polygons = [np.asarray(p, np.float64).reshape(-1, 2) for p in hulls]
+    painted = np.zeros(n, bool)
+    for i, polygon in enumerate(polygons):
         if len(polygon) >= 3:
             u0, v0 = np.maximum(np.floor(polygon.min(axis=0)).astype(int), 0)
             u1 = min(int(np.ceil(polygon[:, 0].max())), width_px)
             v1 = min(int(np.ceil(polygon[:, 1].max())), height_px)
             if u1 > u0 and v1 > v0:
                 boxes[i] = (u0, v0, u1, v1)
-                hull = convex_polygon_mask(polygon, (u0, v0, u1, v1))
-        hull_masks.append(hull)
-    painted = np.array([h is not None for h in hull_masks])
+                painted[i] = True
     if not painted.any():
         return ImageGeometry(masks, *counts, boxes)
     # The owner map and the LiDAR depth cover the union of the hulls' crops only (nothing is
     # painted or read outside it).
     ru0, rv0 = boxes[painted, :2].min(axis=0)
     ru1, rv1 = boxes[painted, 2:].max(axis=0)
-    owner = np.full((rv1 - rv0, ru1 - ru0), -1, np.int32)
-    for i in np.lexsort((-np.arange(n), -depth)):  # far to near; equal depth: lower index last
-        if hull_masks[i] is not None:
-            u0, v0, u1, v1 = boxes[i]
-            owner[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0][hull_masks[i]] = i
     lidar = _lidar_min_depth(
         np.asarray(scene_uvd, np.float32),
         (int(ru0), int(rv0), int(ru1), int(rv1)),
         radius_px,
         (width_px, height_px),
     )
-    for i, hull in enumerate(hull_masks):
-        if hull is None:
-            continue
-        u0, v0, u1, v1 = boxes[i]
-        own = owner[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0] == i
-        nearest = lidar[v0 - rv0 : v1 - rv0, u0 - ru0 : u1 - ru0]
-        covered = hull & np.isfinite(nearest)
-        occluded = covered & (nearest < near[i] - margin_m)
-        # Where the LiDAR saw something, it decides (a hull is larger than the car in it, so a
-        # nearer hull often covers pixels where this object's own returns say it is seen);
-        # where it saw nothing, the box z-buffer does.
-        geometric = hull & ~occluded & (own | covered)
-        masks[i, v0:v1, u0:u1] = geometric
-        counts[:, i] = (
-            np.count_nonzero(hull),
-            np.count_nonzero(own),
-            np.count_nonzero(covered),
-            np.count_nonzero(occluded),
-            np.count_nonzero(geometric),
-        )
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in polygons])
+    # A return is nearer when its float32 depth is below the threshold in float32 (the
+    # comparison NumPy made of the float32 depth map with a float64 scalar).
+    nearer_than = (near - margin_m).astype(np.float32)
+    _paint_hulls(
+        np.concatenate(polygons) if offsets[-1] else np.zeros((0, 2)),
+        offsets,
+        boxes,
+        painted,
+        np.lexsort((-np.arange(n), -depth)),  # far to near; equal depth: lower index last
+        lidar,
+        int(ru0),
+        int(rv0),
+        nearer_than,
+        masks.transpose(0, 2, 1),
+        counts,
+    )
     return ImageGeometry(masks, *counts, boxes)
+
+
+@numba.njit(cache=True)
+def _row_span(polygon: np.ndarray, row: float) -> tuple[float, float]:
+    """Left and right crossings of the horizontal line ``row`` with the convex ``polygon`` (the
+    scanline of ``convex_polygon_mask``, edge by edge in the same float64 operations); (inf,
+    -inf) where it misses."""
+    left, right = np.inf, -np.inf
+    k = len(polygon)
+    for e in range(k):
+        px, py = polygon[e, 0], polygon[e, 1]
+        qx, qy = polygon[(e + 1) % k, 0], polygon[(e + 1) % k, 1]
+        dy = qy - py
+        if dy != 0 and row >= min(py, qy) and row < max(py, qy):
+            x = px + (row - py) / dy * (qx - px)
+            left = min(left, x)
+            right = max(right, x)
+    return left, right
+
+
+@numba.njit(cache=True)
+def _row_columns(polygon: np.ndarray, row: int, u0: int, u1: int) -> tuple[int, int]:
+    """[lo, hi): the columns in [u0, u1) of pixel row ``row`` whose centres lie in the convex
+    ``polygon``, by the float64 tests of ``convex_polygon_mask`` (centre >= left crossing and
+    <= right crossing), found from a rounded guess and checked exactly."""
+    left, right = _row_span(polygon, row + 0.5)
+    if not left <= right:
+        return u0, u0
+    lo = min(max(u0, int(np.ceil(left - 0.5))), u1)
+    while lo > u0 and (lo - 1) + 0.5 >= left:
+        lo -= 1
+    while lo < u1 and not (lo + 0.5 >= left):
+        lo += 1
+    hi = max(min(u1, int(np.floor(right - 0.5)) + 1), lo)
+    while hi < u1 and hi + 0.5 <= right:
+        hi += 1
+    while hi > lo and not ((hi - 1) + 0.5 <= right):
+        hi -= 1
+    return lo, hi
+
+
+@numba.njit(cache=True)
+def _paint_hulls(
+    polygons, offsets, boxes, painted, order, lidar, ru0, rv0, nearer_than, masks_t, counts
+):
+    """The kernel of ``image_geometry``: z-buffers the painted hulls (``order``: far to near) on
+    the union crop at (ru0, rv0), sets each geometric mask in ``masks_t`` ((N, W, H), the masks'
+    column-major storage) and writes ``counts`` (5, N): hull, own, covered, occluded, geometric
+    pixels. ``lidar`` is the union crop's nearest-return map; a pixel is occluded where that
+    return's depth is below ``nearer_than``."""
+    n = len(boxes)
+    owner = np.full(lidar.shape, -1, np.int32)
+    # Each hull's columns, row by row, computed once (both passes read them).
+    starts = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        starts[i + 1] = starts[i] + (boxes[i, 3] - boxes[i, 1] if painted[i] else 0)
+    columns = np.zeros((starts[n], 2), np.int64)
+    for i in range(n):
+        if painted[i]:
+            polygon = polygons[offsets[i] : offsets[i + 1]]
+            for r in range(boxes[i, 3] - boxes[i, 1]):
+                lo, hi = _row_columns(polygon, boxes[i, 1] + r, boxes[i, 0], boxes[i, 2])
+                columns[starts[i] + r, 0] = lo
+                columns[starts[i] + r, 1] = hi
+    for i in order:
+        if painted[i]:
+            for r in range(boxes[i, 3] - boxes[i, 1]):
+                v = boxes[i, 1] + r
+                for u in range(columns[starts[i] + r, 0], columns[starts[i] + r, 1]):
+                    owner[v - rv0, u - ru0] = i
+    for i in range(n):
+        if not painted[i]:
+            continue
+        threshold = nearer_than[i]
+        hull = own = covered = occluded = geometric = 0
+        for r in range(boxes[i, 3] - boxes[i, 1]):
+            v = boxes[i, 1] + r
+            lo, hi = columns[starts[i] + r, 0], columns[starts[i] + r, 1]
+            hull += hi - lo
+            for u in range(lo, hi):
+                is_own = owner[v - rv0, u - ru0] == i
+                nearest = lidar[v - rv0, u - ru0]
+                is_covered = np.isfinite(nearest)
+                is_occluded = is_covered and nearest < threshold
+                own += is_own
+                covered += is_covered
+                occluded += is_occluded
+                if not is_occluded and (is_own or is_covered):
+                    masks_t[i, u, v] = True
+                    geometric += 1
+        counts[0, i] = hull
+        counts[1, i] = own
+        counts[2, i] = covered
+        counts[3, i] = occluded
+        counts[4, i] = geometric

@@ -201,7 +201,8 @@ class LidarSeededSegmenter:
         boxes_2d: np.ndarray,
         prompts: dict[str, Any] | None = None,
         wanted: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        full_masks: bool = True,
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         """Like ``segment`` but returns ((N, H, W) bool masks, (N, 5) float64 score features).
 
         Boxes too thin to cut, and empty masks, get all-zero features (a score near 0).
@@ -209,10 +210,13 @@ class LidarSeededSegmenter:
         Args:
             wanted: (N,) bool, the objects whose masks and features are needed (all when None).
                 The others are cut only where their mask may take pixels from a wanted one (a
-                nearer object whose box meets its box) and get no seed-free cut; their rows are
+                nearer object whose box's pixel span holds a pixel of a farther wanted mask)
+                and get no seed-free cut; their rows are
                 left as they come (not the masks and features they would have on their own).
                 The wanted rows equal those of a run without ``wanted``: every cut reseeds
                 OpenCV's RNG, so a mask depends on its own inputs only.
+            full_masks: False returns None for the masks (a caller that reads the features
+                only: the masks then never leave their crops).
         """
         image, boxes, seeds = validate_segment_inputs(image, boxes_2d, prompts)
         height_px, width_px = image.shape[:2]
@@ -226,10 +230,9 @@ class LidarSeededSegmenter:
                 raise ValueError(
                     f"segment: prompts['depth_m'] has {len(depth_m)} values for {n} boxes"
                 )
-        masks = np.zeros((n, height_px, width_px), dtype=bool)
         features = np.zeros((n, len(SCORE_FEATURE_NAMES)))
         if n == 0:
-            return masks, features
+            return np.zeros((0, height_px, width_px), bool) if full_masks else None, features
         clipped = boxes.copy()
         clipped[:, [0, 2]] = clipped[:, [0, 2]].clip(0, width_px)
         clipped[:, [1, 3]] = clipped[:, [1, 3]].clip(0, height_px)
@@ -240,9 +243,30 @@ class LidarSeededSegmenter:
         if len(wanted) != n:
             raise ValueError(f"segment: wanted has {len(wanted)} entries for {n} boxes")
         needed = _takes_from_wanted(clipped, depth_m, wanted) if overlaps else wanted
-        # Each mask's crop (the scaled-back crop; all 0 where not cut): overlaps work on crops.
+        # Each mask on its crop (the scaled-back crop; empty where not cut): overlaps work on
+        # crops, and full-image masks are made only for the caller that wants them.
         rois = np.zeros((n, 4), np.int64)
-        for i in np.flatnonzero(needed):
+        crop_masks = [np.zeros((0, 0), bool)] * n
+        # The wanted objects first: an object cut only for the overlaps is then skipped where no
+        # farther wanted mask has a pixel in its box's pixel span (its mask lies there), as its
+        # mask could take nothing (every cut reseeds the RNG, so the order changes no mask).
+        cut_order = np.flatnonzero(needed)
+        cut_order = np.r_[cut_order[wanted[cut_order]], cut_order[~wanted[cut_order]]]
+        span = np.c_[np.floor(clipped[:, :2]), np.ceil(clipped[:, 2:])].astype(np.int64)
+        rank = np.empty(n, np.int64)
+        rank[np.argsort(depth_m, kind="stable") if overlaps else np.arange(n)] = np.arange(n)
+        for i in cut_order:
+            if not wanted[i]:
+                u0, v0, u1, v1 = span[i]
+                farther = np.flatnonzero(wanted & (rank > rank[i]))  # resolved after it
+                if not any(
+                    crop_masks[f][
+                        max(v0, rois[f, 1]) - rois[f, 1] : max(0, min(v1, rois[f, 3]) - rois[f, 1]),
+                        max(u0, rois[f, 0]) - rois[f, 0] : max(0, min(u1, rois[f, 2]) - rois[f, 0]),
+                    ].any()
+                    for f in farther
+                ):
+                    continue
             box = clipped[i]
             if (
                 box[2] - box[0] < self.config.min_box_side_px
@@ -258,8 +282,7 @@ class LidarSeededSegmenter:
                 # foreground pixel (a sliver of a box at the image edge, shrunk below a pixel):
                 # treat the box as too thin to cut.
                 continue
-            u0, v0, u1, v1 = roi
-            masks[i, v0:v1, u0:u1] = mask_roi
+            crop_masks[i] = mask_roi
             features[i] = feats
             rois[i] = roi
         if overlaps:
@@ -270,13 +293,20 @@ class LidarSeededSegmenter:
             claimed = np.zeros((height_px, width_px), dtype=bool)
             for i in np.argsort(depth_m, kind="stable"):
                 u0, v0, u1, v1 = rois[i]
-                mask = masks[i, v0:v1, u0:u1]
+                mask = crop_masks[i]
+                if mask.size == 0:
+                    continue
                 area_before[i] = np.count_nonzero(mask)
                 mask &= ~claimed[v0:v1, u0:u1]
                 claimed[v0:v1, u0:u1] |= mask
                 area_after[i] = np.count_nonzero(mask)
             kept = np.where(area_before > 0, area_after / np.maximum(area_before, 1), 0.0)
             features[:, SCORE_FEATURE_NAMES.index("overlap_kept")] = kept
+        if not full_masks:
+            return None, features
+        masks = np.zeros((n, height_px, width_px), dtype=bool)
+        for i, (u0, v0, u1, v1) in enumerate(rois):
+            masks[i, v0:v1, u0:u1] = crop_masks[i]
         return masks, features
 
     def _segment_one(
