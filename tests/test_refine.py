@@ -363,6 +363,79 @@ def test_traffic_heading_leaves_out_samples_inside_the_static_objects_own_footpr
     assert np.cos(turned[0]) > 0
 
 
+def test_traffic_heading_reverses_the_flow_across_the_centre_line():
+    # Convention (nuScenes, global frame): yaw 0 points +x, yaw pi/2 points +y, so the left of a
+    # sample heading +x is +y. One sample at the origin heading +x (the ego driving on the right
+    # of a two-way street). An object 10 m to its left (0, 10) is past the centre line and faces
+    # the oncoming traffic: pi; one 3 m to its right (0, -3) faces the same way: 0; one 1.5 m to
+    # its left, within the 2 m lane half width, is in its own lane: 0.
+    from autolabel.refine.tracks import traffic_heading
+
+    xy = np.array([[0.0, 10.0], [0.0, -3.0], [0.0, 1.5]])
+    flow_xy, flow_yaw = np.zeros((1, 2)), np.zeros(1)
+    right = traffic_heading(xy, flow_xy, flow_yaw, 4.0, traffic_side="right")
+    assert abs(wrap_angle(right[0] - np.pi)) < 1e-9
+    assert right[1:] == pytest.approx([0.0, 0.0], abs=1e-9)
+    # Traffic keeping left (Singapore): the far kerb is on the right.
+    left = traffic_heading(xy, flow_xy, flow_yaw, 4.0, traffic_side="left")
+    assert left[0] == pytest.approx(0.0, abs=1e-9)
+    assert abs(wrap_angle(left[1] - np.pi)) < 1e-9
+    assert left[2] == pytest.approx(0.0, abs=1e-9)
+    none = traffic_heading(xy, flow_xy, flow_yaw, 4.0, traffic_side="none")
+    assert none == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    # A sample heading +y (yaw pi/2) has its left at -x: an object at (-10, 0) faces -y.
+    up = traffic_heading(
+        np.array([[-10.0, 0.0], [10.0, 0.0]]), flow_xy, np.full(1, np.pi / 2), 4.0,
+        traffic_side="right",
+    )  # fmt: skip
+    assert up == pytest.approx([-np.pi / 2, np.pi / 2], abs=1e-9)
+
+
+def test_far_kerb_parked_car_faces_the_oncoming_traffic_with_only_the_ego_passing():
+    # The ego drives +x along y = 0 at 6 m/s; nothing else moves. A car parked on the far kerb,
+    # 9 m to the ego's left (y = +9), and one on the near kerb (y = -3); the detector gives both
+    # heading 0 (+x) in every keyframe. With traffic keeping right the far one faces the
+    # oncoming traffic (pi) and the near one the ego's way (0); with "none" the ego's path
+    # points both +x, as before.
+    n = len(TIMES)
+    far = track_boxes(0, "car", np.tile([30.0, 9.0], (n, 1)), np.zeros(n))
+    near = track_boxes(1, "car", np.tile([30.0, -3.0], (n, 1)), np.zeros(n))
+    ego = np.column_stack([6.0 * TIMES, np.zeros(n), np.zeros(n)])
+    refined, _ = refine_tracks(TIMES, merge(far, near), RefineConfig(), ego_xy_yaw=ego)
+    assert np.all(np.abs(wrap_angle(boxes_of(refined, 0)[1].yaw_rad - np.pi)) < 1e-6)
+    assert np.all(np.abs(boxes_of(refined, 1)[1].yaw_rad) < 1e-6)
+    cfg = RefineConfig(traffic_side="none")
+    refined, _ = refine_tracks(TIMES, merge(far, near), cfg, ego_xy_yaw=ego)
+    assert np.all(np.abs(boxes_of(refined, 0)[1].yaw_rad) < 1e-6)
+
+
+def test_flow_samples_grazing_a_parked_car_are_left_out():
+    # A parked car at the origin along x (4.5 x 1.9 m, half 2.25 x 0.95). A mover's sample 1.5 m
+    # beside it (outside the footprint, inside it grown by the 1 m clearance) heads +x (a track
+    # that ended on the car); the real lane, 3.5 m beside it, heads -x. Left out, the lane
+    # decides: -x. Without clearance the grazing sample (weight exp(-1.5^2/32) = 0.93 against
+    # exp(-3.5^2/32) = 0.68) wins: +x.
+    from autolabel.refine.tracks import traffic_heading
+
+    xy = np.zeros((1, 2))
+    flow_xy = np.array([[0.0, 1.5], [0.0, 3.5]])
+    flow_yaw = np.array([0.0, np.pi])
+    half = np.array([[2.25, 0.95]])
+    bare = traffic_heading(xy, flow_xy, flow_yaw, 4.0, np.zeros(1), half)
+    assert bare[0] == pytest.approx(0.0, abs=1e-9)
+    grown = traffic_heading(xy, flow_xy, flow_yaw, 4.0, np.zeros(1), half + 1.0)
+    assert abs(wrap_angle(grown[0] - np.pi)) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("traffic_side", "centre"), ("flow_lane_half_width_m", -1.0), ("flow_clearance_m", -0.5)],
+)
+def test_traffic_side_settings_are_validated(key, value):
+    with pytest.raises(ValueError, match=key):
+        RefineConfig(**{key: value})
+
+
 def test_roof_is_where_the_stacked_profile_thins_out():
     from autolabel.refine.classify import roof_heights
 

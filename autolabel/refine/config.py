@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Which kerb the traffic keeps to: "right" (most of the world, Boston, San Francisco), "left"
+# (Singapore, UK, Japan), "none" (every flow sample counts as it points: one-way streets).
+TRAFFIC_SIDES = ("right", "left", "none")
+
 
 @dataclass(frozen=True)
 class RefineConfig:
@@ -36,6 +40,16 @@ class RefineConfig:
         static_heading_from_flow, flow_distance_m: point a static track's heading (its axis is
             known from its boxes, not its front) the way the traffic nearest to it goes: moving
             tracks and the ego's own path, weighted by a Gaussian of ``flow_distance_m`` of their distance.
+        traffic_side, flow_lane_half_width_m: the kerb traffic keeps to ("right", "left" or
+            "none"). With "right", a flow sample counts turned by pi for a static object more than
+            ``flow_lane_half_width_m`` to its left: that object is across the centre line and
+            faces the oncoming traffic (parked cars face the traffic of their own side), so the
+            ego's path points the far kerb's cars as well as the near one's. "left" mirrors this
+            (Singapore, UK); "none" takes every sample as it points (a one-way street).
+        flow_clearance_m: flow samples closer than this to a static object's footprint (its
+            size grown by this much on every side) are left out: a moving track that ends on or
+            grazes a parked car is that car's own mis-associated boxes, not the lane beside it
+            (the nearest real lane's centre lies >= 2.5 m from a parked car's).
         static_heading_from_cabin, cabin_min_offset_m: a static car whose roof returns, stacked
             over the track, sit more than this ahead of the middle of its returns is turned round:
             a car's cabin sits behind its middle (bonnet longer than boot). Decides before the
@@ -133,6 +147,9 @@ class RefineConfig:
     cabin_min_offset_m: float = 0.2
     cabin_max_roof_span: float = 0.85
     flow_distance_m: float = 4.0
+    traffic_side: str = "right"
+    flow_lane_half_width_m: float = 2.0
+    flow_clearance_m: float = 1.0
     use_points: bool = True
     reject_clutter: bool = True
     clutter_max_surface_share: float = 0.12
@@ -191,6 +208,13 @@ class RefineConfig:
                 f"duplicate_min_shared: must be in (0, 1], got {self.duplicate_min_shared}"
             )
         for key in ("static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps"):
+            if not getattr(self, key) >= 0:
+                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
+        if self.traffic_side not in TRAFFIC_SIDES:
+            raise ValueError(
+                f"traffic_side: expected one of {', '.join(TRAFFIC_SIDES)}, got {self.traffic_side!r}"
+            )
+        for key in ("flow_lane_half_width_m", "flow_clearance_m"):
             if not getattr(self, key) >= 0:
                 raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
         if not 0 < self.cabin_max_roof_span <= 1:

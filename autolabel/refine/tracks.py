@@ -23,8 +23,9 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 6. heading: a mover heads where it goes where it is fast enough; elsewhere the detector's
    heading is turned by pi to agree with the nearest direction of travel; a static track has one
    heading (axial mean of its boxes', or of its accumulated returns' outline), pointed by the
-   traffic beside it (not inside its own footprint) or by its cabin, so no box of a track is
-   flipped against the others;
+   traffic beside it (not on or against its own footprint; across the centre line the flow
+   counts reversed, as parked cars face the traffic of their own side) or by its cabin, so no
+   box of a track is flipped against the others;
 7. size: one per track (a quantile of its boxes', and at least the extent of its accumulated
    returns), the box's bottom kept on the detected ground;
 8. score: the mean score of its boxes, times a term growing with how often it was seen;
@@ -167,6 +168,8 @@ def traffic_heading(
     scale_m: float,
     yaw_rad: np.ndarray | None = None,
     half_lw_m: np.ndarray | None = None,
+    traffic_side: str = "none",
+    lane_half_width_m: float = 2.0,
 ) -> np.ndarray:
     """(S,) the direction of the traffic near each of (S, 2) ``xy_m``: the axial mean of the
     headings of moving samples (M, 2) / (M,), weighted by ``exp(-(distance / scale_m)^2 / 2)``, taken
@@ -178,7 +181,12 @@ def traffic_heading(
     beside it.
 
     Parked vehicles face the traffic of their side of the street; a static box's outline alone
-    cannot tell its front from its back.
+    cannot tell its front from its back. With ``traffic_side`` "right" (traffic keeps right, a
+    two-way street) a sample counts turned by pi for an object more than ``lane_half_width_m``
+    to its left (the object is across the centre line, beside the opposite flow), "left" the
+    mirror image; "none" takes every sample's heading as it is. So the ego's path and a car
+    overtaking it point the parked cars on the far kerb the way the oncoming traffic goes, even
+    where no oncoming vehicle passed them.
     """
     if len(flow_xy_m) == 0 or len(xy_m) == 0:
         return np.full(len(xy_m), np.nan)
@@ -191,9 +199,18 @@ def traffic_heading(
         across = np.abs(-s * rel[..., 0] + c * rel[..., 1])
         own = (along <= half_lw_m[:, 0:1]) & (across <= half_lw_m[:, 1:2])
         w = np.where(own, 0.0, w)
+    fc, fs = np.cos(flow_yaw_rad)[None, :], np.sin(flow_yaw_rad)[None, :]
+    if traffic_side != "none":
+        # The object's offset to the sample's left (rel points from the object to the sample).
+        left_m = fs * rel[..., 0] - fc * rel[..., 1]
+        across = (
+            left_m > lane_half_width_m if traffic_side == "right" else left_m < -lane_half_width_m
+        )
+        sign = np.where(across, -1.0, 1.0)
+        fc, fs = fc * sign, fs * sign
     # The nearest flow decides: the weight of farther lanes falls off quickly.
-    vx = (w * np.cos(flow_yaw_rad)[None, :]).sum(axis=1)
-    vy = (w * np.sin(flow_yaw_rad)[None, :]).sum(axis=1)
+    vx = (w * fc).sum(axis=1)
+    vy = (w * fs).sum(axis=1)
     return np.where(w.sum(axis=1) > 0, np.arctan2(vy, vx), np.nan)
 
 
@@ -461,7 +478,14 @@ def refine_tracks(
             flow_xy = np.concatenate([flow_xy, ego_xy_yaw[:, :2]])
             flow_yaw = np.concatenate([flow_yaw, ego_xy_yaw[:, 2]])
         flow = traffic_heading(
-            static_xy, flow_xy, flow_yaw, cfg.flow_distance_m, static_yaw, size[:, [1, 0]] / 2
+            static_xy,
+            flow_xy,
+            flow_yaw,
+            cfg.flow_distance_m,
+            static_yaw,
+            size[:, [1, 0]] / 2 + cfg.flow_clearance_m,
+            cfg.traffic_side,
+            cfg.flow_lane_half_width_m,
         )
         static_yaw = _aligned(static_yaw, flow)
     if features is not None and cfg.static_heading_from_cabin:
