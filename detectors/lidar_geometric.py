@@ -59,6 +59,7 @@ from calib.rotation import wrap_angle
 from calib.se3 import SE3
 from detectors.base import Detector
 from detectors.class_priors import TYPICAL_SIZE_WLH_M
+from detectors.cluster_step import step_cuts
 from detectors.detection_results import submission_meta
 from detectors.lidar_points import keyframe_points_ego
 
@@ -182,6 +183,14 @@ class LidarGeometricConfig:
     scan_link_classes: tuple[str, ...] = ("car",)
     cluster_overhangs: bool = True
     min_cell_top_m: float = 0.0
+    step_tall_m: float = 0.0
+    step_low_max_m: float = 2.1
+    step_min_low_m: float = 1.2
+    step_rise_m: float = 1.0
+    step_min_share: float = 0.1
+    step_max_cover: float = 0.8
+    step_bin_m: float = 0.2
+    step_drop_tall: bool = False
 
     def __post_init__(self) -> None:
         self.scan_link_classes = tuple(self.scan_link_classes)
@@ -206,6 +215,10 @@ class LidarGeometricConfig:
             "points_scale",
             "edge_tolerance_m",
             "max_speed_mps",
+            "step_low_max_m",
+            "step_min_low_m",
+            "step_rise_m",
+            "step_bin_m",
         )
         for key in positive:
             if getattr(self, key) <= 0:
@@ -223,6 +236,9 @@ class LidarGeometricConfig:
             "vertical_gap_per_m",
             "scan_link_grazing_deg",
             "scan_link_max_m",
+            "step_tall_m",
+            "step_min_share",
+            "step_max_cover",
         ):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)}")
@@ -230,6 +246,13 @@ class LidarGeometricConfig:
             raise ValueError(
                 f"scan_link_grazing_deg: must be < 90, got {self.scan_link_grazing_deg}"
             )
+        if self.step_tall_m and self.step_tall_m <= self.step_low_max_m:
+            raise ValueError(
+                f"step_tall_m: must exceed step_low_max_m ({self.step_low_max_m}),"
+                f" got {self.step_tall_m}"
+            )
+        if self.step_min_share >= 1:
+            raise ValueError(f"step_min_share: must be < 1, got {self.step_min_share}")
         if not 0 < self.angle_step_deg <= 45:
             raise ValueError("angle_step_deg: must be in (0, 45]")
 
@@ -510,6 +533,66 @@ def accept_joins(
     return np.unique(merged, return_inverse=True)[1].ravel().astype(np.int64)
 
 
+def split_at_steps(
+    xy_m: np.ndarray, height_m: np.ndarray, labels: np.ndarray, config: LidarGeometricConfig
+) -> np.ndarray:
+    """(P,) cluster labels with a tall part cut off each cluster whose height profile steps up
+    from a vehicle's roof to a tree's crown beside it (``cluster_step.step_cuts``); the tall
+    part becomes a cluster of its own, or is dropped (label -1) with ``step_drop_tall``.
+
+    Only clusters reaching ``step_tall_m`` are read. The profile's axes are those of the
+    rectangle (``fit_rectangles``) of the cluster's low part, its returns in bird's-eye cells
+    (``cluster_cell_m``) whose highest return is at most ``step_low_max_m``: the merged
+    cluster's own rectangle leans towards the tree.
+
+    Args:
+        xy_m: (P, 2) points, ego frame, metres; height_m: (P,) their heights above the ground.
+        labels: (P,) cluster of each point, >= 0.
+    """
+    n_labels = int(labels.max()) + 1
+    top = np.full(n_labels, -np.inf)
+    np.maximum.at(top, labels, height_m)
+    rows = np.flatnonzero(top[labels] >= config.step_tall_m)
+    if len(rows) == 0:
+        return labels
+    low = cell_tops_m(xy_m[rows], height_m[rows], config.cluster_cell_m) <= config.step_low_max_m
+    low_rows = rows[low]
+    if len(low_rows) == 0:
+        return labels
+    ids, rects, _ = fit_rectangles(
+        xy_m[low_rows], labels[low_rows], config.angle_step_deg, config.edge_tolerance_m
+    )
+    rows = rows[np.isin(labels[rows], ids)]
+    rows = rows[np.argsort(labels[rows], kind="stable")]
+    starts = np.searchsorted(labels[rows], ids)
+    cuts = step_cuts(
+        xy_m[rows],
+        height_m[rows],
+        starts,
+        rects[:, 4],
+        config.step_bin_m,
+        config.step_low_max_m,
+        config.step_tall_m,
+        config.step_min_low_m,
+        config.step_rise_m,
+        config.min_points,
+        config.step_min_share,
+        config.step_max_cover,
+    )
+    cluster = np.searchsorted(ids, labels[rows])
+    angle = cuts[cluster, 0]
+    along = xy_m[rows, 0] * np.cos(angle) + xy_m[rows, 1] * np.sin(angle)
+    cut = cuts[cluster, 2] != 0
+    tall = cut & ((along - cuts[cluster, 1]) * cuts[cluster, 2] >= 0)
+    # The low part's slices hold at most a few returns above the roof height: a branch tip or
+    # a sign over the car, which would make its top a truck's.
+    stray = cut & ~tall & (height_m[rows] > config.step_low_max_m)
+    labels = labels.copy()
+    labels[rows[tall]] = -1 if config.step_drop_tall else n_labels + cluster[tall]
+    labels[rows[stray]] = -1
+    return labels
+
+
 def _class_indices(names: Sequence[str]) -> np.ndarray:
     return np.array([CLASS_INDEX[n] for n in names], dtype=np.int64)
 
@@ -670,6 +753,10 @@ def _detect_clusters(
         # (a branch tip or sign over a car's roof, in a cell with nothing below it).
         below = below_first_gap(labels, height, gap_m)
         points, height, labels = points[below], height[below], labels[below]
+    if config.step_tall_m > 0 and len(labels):
+        labels = split_at_steps(points[:, :2], height, labels, config)
+        kept = labels >= 0
+        points, height, labels = points[kept], height[kept], labels[kept]
     counts = np.bincount(labels)
     big = counts[labels] >= config.min_points
     points, height, labels = points[big], height[big], labels[big]
