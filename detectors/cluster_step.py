@@ -26,6 +26,9 @@ import numpy as np
 
 #: Returns that make a slice reach a height: a stray return (a branch tip, a mirror) does not.
 _FEW = 3
+#: Largest share of the low side's returns that may lie above car height (strays): a sparse far
+#: truck's few returns per slice all lie below 3 per slice, but not below this share.
+_STRAY_SHARE = 0.05
 
 
 @numba.njit(cache=True)
@@ -93,6 +96,7 @@ def _step_cuts(
                 # (v), and the tall returns of the step cover only part of it along the cut.
                 vmin, vmax, umin, umax = 1e18, -1e18, 1e18, -1e18
                 tmin, tmax = 1e18, -1e18
+                strays = 0
                 for p in range(s, s + m):
                     u = xy[p, 0] * ca + xy[p, 1] * sa
                     v = -xy[p, 0] * sa + xy[p, 1] * ca
@@ -100,9 +104,13 @@ def _step_cuts(
                     if beyond < 0:
                         vmin, vmax = min(vmin, v), max(vmax, v)
                         umin, umax = min(umin, u), max(umax, u)
+                        if height[p] > low_max_m:
+                            strays += 1
                     elif beyond < rise_bins * bin_m and height[p] >= tall_m:
                         tmin, tmax = min(tmin, v), max(tmax, v)
                 if umax - umin < min_low_m or vmax - vmin < umax - umin:
+                    continue
+                if strays > _STRAY_SHARE * below:
                     continue
                 # Beside the low side (not beyond its corner) and along part of it.
                 cover = min(vmax, tmax) - max(vmin, tmin)
@@ -136,7 +144,7 @@ def step_cuts(
     The profile is read in ``bin_m`` slices along each of the two axes of the cluster's
     rectangle (e1 at ``angles_rad``, and e2). From either end, the low run is the slices (empty
     ones included) holding fewer than 3 returns above ``low_max_m``, up to the first that holds
-    more; the slices within ``rise_m`` after it must hold 3 or more returns at ``tall_m`` or
+    more, and at most 5 % of its returns above it; the slices within ``rise_m`` after it must hold 3 or more returns at ``tall_m`` or
     higher. The low side (returns before the cut) must hold ``min_points`` returns and
     ``min_share`` of the cluster's, span at least ``min_low_m`` across the cut and at least as
     much along it, and the step's tall returns must overlap its span along the cut, by at most

@@ -418,7 +418,7 @@ def test_a_kerb_beside_a_car_leaves_its_box_alone():
     assert plain.center_m[0, 1] < 3.85
 
 
-STEP = {"step_tall_m": 2.4}
+STEP, NO_STEP = {"step_tall_m": 2.4}, {"step_tall_m": 0.0}
 
 
 def _scene(rows: list[tuple[float, float, float, float, float, float, float]]) -> Boxes3D:
@@ -462,7 +462,7 @@ def test_a_car_beside_a_tree_is_cut_from_it():
     ground = _lattice((-20.0, -20.0, 0.0), (20.0, 20.0, 0.0), 0.5)
     points = np.vstack([car, trunk, crown, ground])
     sensor_xy = np.zeros(2)
-    merged = detect_boxes_ego(points, LidarGeometricConfig(), sensor_xy)
+    merged = detect_boxes_ego(points, LidarGeometricConfig(**NO_STEP), sensor_xy)
     # One cluster from the car's near side to the crown's far side (3.95 m), up to 3.4 m: no
     # car box.
     assert "car" not in merged.class_name.tolist()
@@ -498,7 +498,9 @@ def test_a_truck_with_a_low_bed_a_bus_and_a_van_stay_whole(bed_m):
         ]
     )
     points = ray_cast(scene, sensor)
-    plain = detect_boxes_ego(points, LidarGeometricConfig(second_class_margin=0.0), sensor[:2])
+    plain = detect_boxes_ego(
+        points, LidarGeometricConfig(**NO_STEP, second_class_margin=0.0), sensor[:2]
+    )
     boxes = detect_boxes_ego(
         points, LidarGeometricConfig(**STEP, second_class_margin=0.0), sensor[:2]
     )
