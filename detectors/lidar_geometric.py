@@ -160,11 +160,9 @@ class LidarGeometricConfig:
             labels a truck from its tree, boxed a car in all 16 keyframes (a false car track):
             refined car AP 0.649 -> 0.651, car AOE 0.046 -> 0.047, AMOTA 0.345 -> 0.347, mAP
             0.260 -> 0.260. Synthetic seed 5 (tuning): mAP 0.430 -> 0.433, car AP 0.622.
-            Held out (its world has few trees): seed 1 mAP 0.532 -> 0.533, car AP 0.541 ->
-            0.540, AMOTA 0.481; seed 9 mAP 0.550 -> 0.546, car AP 0.534 -> 0.529, AMOTA
-            0.507 -> 0.505 (measured before the 20 % stray rule of ``cluster_step``, whose
-            detections differ in 16 and 19 of their 400 keyframes). The README demo's
-            detections are unchanged.
+            Held out (its world has few trees): seed 1 mAP 0.532 -> 0.533, car AP 0.541,
+            AMOTA 0.481; seed 9 mAP 0.550 -> 0.552, car AP 0.534 -> 0.531, AMOTA 0.507 ->
+            0.512. The README demo's detections are unchanged.
         step_low_max_m: ... from a low run of slices with fewer than 3 returns above this (a
             car's roof, metres); the low part's returns above it are dropped (a branch tip over
             the car would make its top a truck's).
