@@ -12,6 +12,7 @@ from autolabel.clip import LidarSweep
 from autolabel.nuscenes_reader import DatasetError, load_lidar_points
 from calib.rotation import rotation_from_yaw, wrap_angle
 from calib.se3 import SE3
+from detectors.cluster_step import step_cuts
 from detectors.lidar_geometric import (
     LidarGeometricConfig,
     LidarGeometricDetector,
@@ -417,11 +418,137 @@ def test_a_kerb_beside_a_car_leaves_its_box_alone():
     assert plain.center_m[0, 1] < 3.85
 
 
+STEP, NO_STEP = {"step_tall_m": 2.4}, {"step_tall_m": 0.0}
+
+
+def _scene(rows: list[tuple[float, float, float, float, float, float, float]]) -> Boxes3D:
+    """Boxes (x, y, yaw, w, l, bottom, top) in the ego frame, metres: a box may float (a crown)."""
+    x, y, yaw, w, length, bottom, top = (
+        np.array(v, dtype=np.float64) for v in zip(*rows, strict=True)
+    )
+    return Boxes3D(
+        center_m=np.column_stack([x, y, (bottom + top) / 2]),
+        size_wlh_m=np.column_stack([w, length, top - bottom]),
+        yaw_rad=yaw,
+        frame="ego",
+    )
+
+
+def _lattice(lo, hi, step: float = 0.1) -> np.ndarray:
+    """(P, 3) points every ``step`` metres over the box [lo, hi] (a face where lo = hi on an axis)."""
+    axes = [
+        np.arange(a, b + 1e-9, step) if b > a else np.array([a])
+        for a, b in zip(lo, hi, strict=True)
+    ]
+    return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+
+
+def test_a_car_beside_a_tree_is_cut_from_it():
+    # A 4.5 x 1.9 x 1.5 m car parked along x at (10, -4), seen from the origin: its near side
+    # (y = -3.05) and rear (x = 7.75) from 0.3 m up, its roof. A tree on the sidewalk beyond
+    # it: a 0.3 m trunk 0.15 m from the car's far side (y -5.1 to -5.4), seen above the car
+    # from 1.3 to 3.4 m, and its crown, foliage filling 3 m along x and y -4.5 to -7.0 from 2.0
+    # to 3.4 m: 0.45 m over the car, 0.5 m above its roof (less than the 0.6 m overhang gap:
+    # the crown stays). The grid joins them into one cluster.
+    car = np.vstack(
+        [
+            _lattice((7.75, -3.05, 0.3), (12.25, -3.05, 1.5)),
+            _lattice((7.75, -4.95, 0.3), (7.75, -3.05, 1.5)),
+            _lattice((7.75, -4.95, 1.5), (12.25, -3.05, 1.5)),
+        ]
+    )
+    trunk = _lattice((10.35, -5.1, 1.3), (10.65, -5.1, 3.4))
+    crown = _lattice((9.0, -7.0, 2.0), (12.0, -4.5, 3.4), 0.25)
+    ground = _lattice((-20.0, -20.0, 0.0), (20.0, 20.0, 0.0), 0.5)
+    points = np.vstack([car, trunk, crown, ground])
+    sensor_xy = np.zeros(2)
+    merged = detect_boxes_ego(points, LidarGeometricConfig(**NO_STEP), sensor_xy)
+    # One cluster from the car's near side to the crown's far side (3.95 m), up to 3.4 m: no
+    # car box.
+    assert "car" not in merged.class_name.tolist()
+    boxes = detect_boxes_ego(points, LidarGeometricConfig(**STEP), sensor_xy)
+    cars = boxes.class_name == "car"
+    assert cars.sum() == 1
+    # Cut where the crown begins, 1.45 m from the near side: the car's seen faces (4.5 m long)
+    # are grown away from the sensor to the typical 4.61 x 1.95 m; its top is its roof's.
+    np.testing.assert_allclose(boxes.size_wlh_m[cars], [[1.95, 4.61, 1.5]], atol=0.02)
+    expected_xy = [7.75 + 4.61 / 2, -3.05 - 1.95 / 2]
+    np.testing.assert_allclose(boxes.center_m[cars, :2], [expected_xy], atol=0.02)
+    assert abs(wrap_angle(2 * boxes.yaw_rad[cars][0])) < np.deg2rad(1.5)
+    # The tree (crown, trunk and the car's roof under the crown) is no car.
+    assert (boxes.center_m[~cars, 1] < -4.5).all()
+
+
+@pytest.mark.parametrize("bed_m", [5.5, 2.2])
+def test_a_truck_with_a_low_bed_a_bus_and_a_van_stay_whole(bed_m):
+    # Along x at y = -5: a flatbed truck, its cab 2.0 m long and 3.0 m tall, its bed 1.3 m tall
+    # (a tall step along its length, none across it: the bed is longer than wide, or the cab's
+    # tall returns cover the whole width of a short bed); along x at y = +6: a 2.5 m tall van
+    # and an 11 m bus, flat roofs. Each is one box as without step cuts (with step_max_cover
+    # above 1, the short bed is cut off its cab as a car).
+    sensor = np.array([0.94, 0.0, 1.84])
+    cab_x = 14.0
+    bed_x = cab_x - 1.0 - bed_m / 2
+    scene = _scene(
+        [
+            (cab_x, -5.0, 0.0, 2.5, 2.0, 0.0, 3.0),
+            (bed_x, -5.0, 0.0, 2.5, bed_m, 0.0, 1.3),
+            (-12.0, 6.0, 0.0, 2.0, 5.5, 0.0, 2.5),
+            (14.0, 6.0, 0.0, 2.9, 11.0, 0.0, 3.2),
+        ]
+    )
+    points = ray_cast(scene, sensor)
+    plain = detect_boxes_ego(
+        points, LidarGeometricConfig(**NO_STEP, second_class_margin=0.0), sensor[:2]
+    )
+    boxes = detect_boxes_ego(
+        points, LidarGeometricConfig(**STEP, second_class_margin=0.0), sensor[:2]
+    )
+    np.testing.assert_array_equal(boxes.center_m, plain.center_m)
+    np.testing.assert_array_equal(boxes.size_wlh_m, plain.size_wlh_m)
+    np.testing.assert_array_equal(boxes.label, plain.label)
+    truck = boxes.center_m[:, 1] < 0
+    assert truck.sum() == 1
+    # The truck's seen faces span its length (cab and bed), its top is the cab's.
+    assert boxes.size_wlh_m[truck, 1][0] >= 2.0 + bed_m - 0.1
+    assert boxes.size_wlh_m[truck, 2][0] == pytest.approx(3.0, abs=0.05)
+    covered = LidarGeometricConfig(**STEP, second_class_margin=0.0, step_max_cover=2.0)
+    cut = detect_boxes_ego(points, covered, sensor[:2])
+    assert (cut.center_m[:, 1] < 0).sum() == (1 if bed_m > 2.5 else 2)
+
+
+def test_step_cut_by_hand():
+    # A car's returns at u in [0, 1.9) (0.1 m apart, v in [0, 4.5], 1.4 m high) and a tree's at
+    # u in [2.0, 3.0] (v in [1, 3], 3.0 m high). Slices of 0.2 m from u = 0: slices 0-9 are
+    # low, slice 10 (u from 2.0) holds tall returns: the cut is at u = 2.0, the low part below
+    # it, holding the car's 19 x 46 returns.
+    u_car, v_car = np.meshgrid(np.arange(0.0, 1.85, 0.1), np.arange(0.0, 4.55, 0.1))
+    u_tree, v_tree = np.meshgrid(np.arange(2.0, 3.05, 0.1), np.arange(1.0, 3.05, 0.1))
+    xy = np.column_stack(
+        [np.r_[u_car.ravel(), u_tree.ravel()], np.r_[v_car.ravel(), v_tree.ravel()]]
+    )
+    height = np.r_[np.full(u_car.size, 1.4), np.full(u_tree.size, 3.0)]
+    args = (0.2, 2.1, 2.4, 1.2, 1.0, 5)
+    cuts = step_cuts(xy, height, np.array([0]), np.array([0.0]), *args)
+    np.testing.assert_allclose(cuts, [[0.0, 2.0, 1.0, 19 * 46]], atol=1e-9)
+    # The tree's tall returns cover 2 of the car's 4.5 m along the cut: under 0.4 of it, none.
+    narrow = step_cuts(xy, height, np.array([0]), np.array([0.0]), *args, max_cover=0.4)
+    assert narrow[0, 2] == 0.0
+    # A low part narrower than 1.2 m across (u < 1.0), or longer across than along the cut
+    # (the car's v only up to 1.5 m), is no vehicle's side: no cut.
+    for keep in (~((xy[:, 0] >= 1.0) & (xy[:, 0] < 2.0)), (xy[:, 1] <= 1.5) | (height > 2.0)):
+        cut = step_cuts(xy[keep], height[keep], np.array([0]), np.array([0.0]), *args)
+        assert cut[0, 2] == 0.0
+
+
 @pytest.mark.parametrize(
     ("options", "key"),
     [
         ({"scan_link_classes": ("lorry",)}, "scan_link_classes"),
         ({"min_cell_top_m": -0.1}, "min_cell_top_m"),
+        ({"step_tall_m": 2.0}, "step_tall_m"),
+        ({"step_bin_m": 0.0}, "step_bin_m"),
+        ({"step_max_cover": -0.1}, "step_max_cover"),
     ],
 )
 def test_bad_options_are_named(options, key):
