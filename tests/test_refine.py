@@ -537,27 +537,36 @@ def test_a_roof_over_the_whole_length_places_no_cabin():
         assert np.all(np.abs(wrap_angle(boxes.yaw_rad - expected)) < 1e-6)
 
 
-def test_a_track_seen_only_above_the_floor_height_is_clutter():
-    # Two static car tracks with 40 returns per box: one's all between 4.5 and 5.0 m above the
-    # ground (a canopy; nothing reaches down), the other's between 0.4 and 1.5 m.
+def _two_static_tracks(cls: str, local0: np.ndarray, local1: np.ndarray):
+    """Two static ``cls`` tracks (0 at (8, 4), 1 at (8, -6)) in every keyframe, and the
+    PointEvidence of their boxes: ``local0`` / ``local1`` (R, 3) box-frame returns in each."""
     from autolabel.refine.points import PointEvidence
 
     n = len(TIMES)
     tracks = merge(
-        track_boxes(0, "car", np.tile([8.0, 4.0], (n, 1)), np.zeros(n)),
-        track_boxes(1, "car", np.tile([8.0, -6.0], (n, 1)), np.zeros(n)),
+        track_boxes(0, cls, np.tile([8.0, 4.0], (n, 1)), np.zeros(n)),
+        track_boxes(1, cls, np.tile([8.0, -6.0], (n, 1)), np.zeros(n)),
     )
+    # Boxes in concatenate order: frame by frame, track 0 then track 1.
+    local = np.concatenate([np.concatenate([local0, local1]) for _ in range(n)])
+    r = len(local0)
+    assert len(local1) == r
+    evidence = PointEvidence(
+        np.repeat(np.arange(2 * n), r), local, np.full(2 * n, r), np.full(2 * n, 10.0)
+    )
+    return tracks, evidence
+
+
+def test_a_track_seen_only_above_the_floor_height_is_clutter():
+    # Two static car tracks with 40 returns per box: one's all between 4.5 and 5.0 m above the
+    # ground (a canopy; nothing reaches down), the other's between 0.4 and 1.5 m.
     x = np.linspace(-2.2, 2.2, 40)
     high = np.column_stack([x, np.full(40, 0.9), np.linspace(4.5, 5.0, 40)])
     low = np.column_stack([x, np.full(40, 0.9), np.linspace(0.4, 1.5, 40)])
-    # Boxes in concatenate order: frame by frame, track 0 then track 1.
-    local = np.concatenate([np.concatenate([high, low]) for _ in range(n)])
-    evidence = PointEvidence(
-        np.repeat(np.arange(2 * n), 40), local, np.full(2 * n, 40), np.full(2 * n, 10.0)
-    )
+    tracks, evidence = _two_static_tracks("car", high, low)
     refined, summary = refine_tracks(TIMES, tracks, None, evidence)
     assert summary.clutter == 1
-    assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == n
+    assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == len(TIMES)
     _, summary = refine_tracks(TIMES, tracks, RefineConfig(clutter_min_floor_m=5.0), evidence)
     assert summary.clutter == 0
 
@@ -585,24 +594,14 @@ def test_a_static_truck_without_a_side_panel_is_clutter():
     # the 39th of 40) is 2.625 m, so ceil((2.625 - 0.25) / 0.25) = 10 bins, 2 of them dense
     # (>= 4): fill 0.2 < 0.5. Track 1, a truck's side: heights evenly 0.3-2.9 m, every bin
     # holds 3 or 4 returns (>= 1): fill 1.
-    from autolabel.refine.points import PointEvidence
-
-    n = len(TIMES)
-    tracks = merge(
-        track_boxes(0, "truck", np.tile([8.0, 4.0], (n, 1)), np.zeros(n)),
-        track_boxes(1, "truck", np.tile([8.0, -6.0], (n, 1)), np.zeros(n)),
-    )
     fence_h = np.concatenate([0.375 + 0.25 * np.arange(8), np.repeat([2.375, 2.625], 16)])
     x = np.linspace(-2.2, 2.2, 40)
     fence = np.column_stack([x, np.full(40, 0.9), fence_h])
     side = np.column_stack([x, np.full(40, 0.9), np.linspace(0.3, 2.9, 40)])
-    local = np.concatenate([np.concatenate([fence, side]) for _ in range(n)])
-    evidence = PointEvidence(
-        np.repeat(np.arange(2 * n), 40), local, np.full(2 * n, 40), np.full(2 * n, 10.0)
-    )
+    tracks, evidence = _two_static_tracks("truck", fence, side)
     refined, summary = refine_tracks(TIMES, tracks, None, evidence)
     assert summary.clutter == 1
-    assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == n
+    assert len(boxes_of(refined, 0)[0]) == 0 and len(boxes_of(refined, 1)[0]) == len(TIMES)
     assert boxes_of(refined, 1)[1].label[0] == class_index("truck")
     # Off, or too few returns per box to judge a profile (40 < 50): kept.
     for options in ({"panel_min_fill": 0.0}, {"relabel_min_returns": 50.0}):

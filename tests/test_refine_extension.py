@@ -55,15 +55,18 @@ def _keyframes(returns_per_frame: list[int], other=None) -> list[KeyframeReturns
     return out
 
 
-def _parked_car(frames, tid=0, xy=CAR_XY) -> list[Boxes3D]:
+def _car_track(frames, tid: int, xy_at) -> list[Boxes3D]:
+    """One car box of track ``tid`` (heading +x, no detector velocity) at each keyframe of
+    ``frames``, centred at ``xy_at(time_s)``; no box elsewhere."""
     out = []
     for f in range(len(TIMES)):
         if f not in frames:
             out.append(Boxes3D.empty())
             continue
+        x, y = xy_at(TIMES[f])
         out.append(
             Boxes3D(
-                center_m=[[xy[0], xy[1], 0.8]],
+                center_m=[[x, y, 0.8]],
                 size_wlh_m=[[1.9, 4.5, 1.6]],
                 yaw_rad=[0.0],
                 velocity_mps=np.full((1, 2), np.nan),
@@ -73,6 +76,10 @@ def _parked_car(frames, tid=0, xy=CAR_XY) -> list[Boxes3D]:
             )
         )
     return out
+
+
+def _parked_car(frames, tid=0, xy=CAR_XY) -> list[Boxes3D]:
+    return _car_track(frames, tid, lambda t: xy)
 
 
 def _refine(tracks, returns_per_frame, other=None, **options):
@@ -120,23 +127,7 @@ def test_extension_stops_where_another_tracks_box_stands():
 
 def _moving_car(frames) -> list[Boxes3D]:
     """A car driving at 4 m/s along +x (x = 4 t, y = 4), detected at ``frames``."""
-    out = []
-    for f in range(len(TIMES)):
-        if f not in frames:
-            out.append(Boxes3D.empty())
-            continue
-        out.append(
-            Boxes3D(
-                center_m=[[4.0 * TIMES[f], 4.0, 0.8]],
-                size_wlh_m=[[1.9, 4.5, 1.6]],
-                yaw_rad=[0.0],
-                velocity_mps=np.full((1, 2), np.nan),
-                label=[class_index("car")],
-                score=[0.8],
-                track_id=[0],
-            )
-        )
-    return out
+    return _car_track(frames, 0, lambda t: (4.0 * t, 4.0))
 
 
 def _moving_keyframes() -> list[KeyframeReturns]:
