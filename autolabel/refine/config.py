@@ -9,6 +9,25 @@ from dataclasses import dataclass
 TRAFFIC_SIDES = ("right", "left", "none")
 
 
+#: The range each numeric setting is validated against (``RefineConfig.__post_init__``).
+_COUNTS = ("min_observations", "endpoint_observations", "extend_min_returns")
+_POSITIVE = (
+    "score_length_scale", "duplicate_distance_m", "position_sigma_m", "velocity_sigma_mps",
+    "accel_psd", "static_max_displacement_m", "clutter_min_floor_m", "canopy_min_gap_m",
+    "canopy_min_body_m", "join_gate_m", "tower_min_height_m",
+)  # fmt: skip
+_NON_NEGATIVE = (
+    "static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps",
+    "flow_lane_half_width_m", "flow_clearance_m", "support_returns_scale", "wall_column_m",
+    "wall_min_density", "extend_moving_s", "extend_clear_m",
+)  # fmt: skip
+_UNIT = (
+    "min_track_score", "tower_score_factor", "wall_min_overlap", "wall_score_factor",
+    "panel_min_fill", "facade_score_factor", "facade_max_flatness", "size_quantile",
+)  # fmt: skip
+_UNIT_ABOVE_0 = ("duplicate_min_shared", "cabin_max_roof_span", "extend_score_factor")
+
+
 @dataclass(frozen=True)
 class RefineConfig:
     """Options of :func:`autolabel.refine.refine_tracks` (metres, seconds, m/s).
@@ -180,87 +199,21 @@ class RefineConfig:
     extend_moving_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.min_observations, bool) or not isinstance(self.min_observations, int):
-            raise ValueError(
-                f"min_observations: expected an integer, got {self.min_observations!r}"
-            )
-        if self.min_observations < 1:
-            raise ValueError(f"min_observations: must be >= 1, got {self.min_observations}")
-        if not 0 <= self.min_track_score <= 1:
-            raise ValueError(f"min_track_score: must be in [0, 1], got {self.min_track_score}")
-        for key in (
-            "score_length_scale", "duplicate_distance_m", "position_sigma_m",
-            "velocity_sigma_mps", "accel_psd", "static_max_displacement_m", "clutter_min_floor_m",
-            "canopy_min_gap_m", "canopy_min_body_m", "join_gate_m",
-        ):  # fmt: skip
-            if not getattr(self, key) > 0:
-                raise ValueError(f"{key}: must be > 0, got {getattr(self, key)!r}")
-        if (
-            isinstance(self.endpoint_observations, bool)
-            or not isinstance(self.endpoint_observations, int)
-            or self.endpoint_observations < 1
+        for key in _COUNTS:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key}: expected an integer >= 1, got {value!r}")
+        for keys, ok, bounds in (
+            (_POSITIVE, lambda v: v > 0, "> 0"),
+            (_NON_NEGATIVE, lambda v: v >= 0, ">= 0"),
+            (_UNIT, lambda v: 0 <= v <= 1, "in [0, 1]"),
+            (_UNIT_ABOVE_0, lambda v: 0 < v <= 1, "in (0, 1]"),
         ):
-            raise ValueError(
-                f"endpoint_observations: expected an integer >= 1, got {self.endpoint_observations!r}"
-            )
-        if not 0 < self.duplicate_min_shared <= 1:
-            raise ValueError(
-                f"duplicate_min_shared: must be in (0, 1], got {self.duplicate_min_shared}"
-            )
-        for key in ("static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps"):
-            if not getattr(self, key) >= 0:
-                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
+            for key in keys:
+                # Written so that NaN fails every test.
+                if not ok(getattr(self, key)):
+                    raise ValueError(f"{key}: must be {bounds}, got {getattr(self, key)!r}")
         if self.traffic_side not in TRAFFIC_SIDES:
             raise ValueError(
                 f"traffic_side: expected one of {', '.join(TRAFFIC_SIDES)}, got {self.traffic_side!r}"
             )
-        for key in ("flow_lane_half_width_m", "flow_clearance_m"):
-            if not getattr(self, key) >= 0:
-                raise ValueError(f"{key}: must be >= 0, got {getattr(self, key)!r}")
-        if not 0 < self.cabin_max_roof_span <= 1:
-            raise ValueError(
-                f"cabin_max_roof_span: must be in (0, 1], got {self.cabin_max_roof_span}"
-            )
-        if not self.support_returns_scale >= 0:
-            raise ValueError(
-                f"support_returns_scale: must be >= 0, got {self.support_returns_scale!r}"
-            )
-        if not self.tower_min_height_m > 0:
-            raise ValueError(f"tower_min_height_m: must be > 0, got {self.tower_min_height_m!r}")
-        if not 0 <= self.tower_score_factor <= 1:
-            raise ValueError(
-                f"tower_score_factor: must be in [0, 1], got {self.tower_score_factor}"
-            )
-        if not self.wall_column_m >= 0:
-            raise ValueError(f"wall_column_m: must be >= 0, got {self.wall_column_m!r}")
-        if not self.wall_min_density >= 0:
-            raise ValueError(f"wall_min_density: must be >= 0, got {self.wall_min_density!r}")
-        for key in ("wall_min_overlap", "wall_score_factor", "panel_min_fill"):
-            if not 0 <= getattr(self, key) <= 1:
-                raise ValueError(f"{key}: must be in [0, 1], got {getattr(self, key)!r}")
-        if not 0 <= self.facade_score_factor <= 1:
-            raise ValueError(
-                f"facade_score_factor: must be in [0, 1], got {self.facade_score_factor}"
-            )
-        if not 0 <= self.facade_max_flatness <= 1:
-            raise ValueError(
-                f"facade_max_flatness: must be in [0, 1], got {self.facade_max_flatness}"
-            )
-        if (
-            isinstance(self.extend_min_returns, bool)
-            or not isinstance(self.extend_min_returns, int)
-            or self.extend_min_returns < 1
-        ):
-            raise ValueError(
-                f"extend_min_returns: expected an integer >= 1, got {self.extend_min_returns!r}"
-            )
-        if not self.extend_moving_s >= 0:
-            raise ValueError(f"extend_moving_s: must be >= 0, got {self.extend_moving_s!r}")
-        if not self.extend_clear_m >= 0:
-            raise ValueError(f"extend_clear_m: must be >= 0, got {self.extend_clear_m!r}")
-        if not 0 < self.extend_score_factor <= 1:
-            raise ValueError(
-                f"extend_score_factor: must be in (0, 1], got {self.extend_score_factor!r}"
-            )
-        if not 0 <= self.size_quantile <= 1:
-            raise ValueError(f"size_quantile: must be in [0, 1], got {self.size_quantile}")

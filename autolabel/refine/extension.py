@@ -20,6 +20,7 @@ import numpy as np
 
 from autolabel.boxes import Boxes3D
 from autolabel.refine.points import KeyframeReturns, keyframes_evidence
+from autolabel.refine.track_table import clip_boxes, frame_sets
 
 
 def extension_frames(ok: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -68,10 +69,9 @@ def extend_tracks(
     if len(keyframes) != n_frames:
         raise ValueError(f"extend_tracks: {len(keyframes)} keyframes for {n_frames} sets")
     times = np.asarray(times_s, dtype=np.float64)
-    boxes = Boxes3D.concatenate(refined)
+    boxes, frame_of = clip_boxes(refined)
     if len(boxes) == 0:
         return refined, 0
-    frame_of = np.repeat(np.arange(n_frames), [len(b) for b in refined])
     order = np.lexsort((frame_of, boxes.track_id))
     ids, start = np.unique(boxes.track_id[order], return_index=True)
     first_row = order[start]
@@ -119,12 +119,8 @@ def extend_tracks(
         return refined, 0
     added, ef = pose[take], f[take]
     added.score = (added.score * score_factor).astype(added.score.dtype)
-    all_boxes = Boxes3D.concatenate([boxes, added])
-    all_frames = np.concatenate([frame_of, ef])
-    order = np.lexsort((all_boxes.track_id, all_frames))
-    all_boxes, all_frames = all_boxes[order], all_frames[order]
-    bounds = np.searchsorted(all_frames, np.arange(n_frames + 1))
-    return [all_boxes[bounds[j] : bounds[j + 1]] for j in range(n_frames)], len(ef)
+    merged = Boxes3D.concatenate([boxes, added])
+    return frame_sets(merged, np.concatenate([frame_of, ef]), n_frames), len(ef)
 
 
 __all__ = ["extend_tracks", "extension_frames"]

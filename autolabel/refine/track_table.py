@@ -60,6 +60,15 @@ def clip_boxes(tracks: Sequence[Boxes3D]) -> tuple[Boxes3D, np.ndarray]:
     return Boxes3D.concatenate(list(tracks)), np.repeat(np.arange(len(tracks)), counts)
 
 
+def frame_sets(boxes: Boxes3D, frame_of: np.ndarray, n_frames: int) -> list[Boxes3D]:
+    """The inverse of :func:`clip_boxes`: ``n_frames`` box sets, keyframe ``f`` holding the boxes
+    with ``frame_of == f``, sorted by track id."""
+    order = np.lexsort((boxes.track_id, frame_of))
+    boxes, frame_of = boxes[order], np.asarray(frame_of)[order]
+    bounds = np.searchsorted(frame_of, np.arange(n_frames + 1))
+    return [boxes[bounds[f] : bounds[f + 1]] for f in range(n_frames)]
+
+
 def build_track_table(boxes: Boxes3D, frame_of: np.ndarray) -> TrackTable:
     """The span table of tracked ``boxes`` (track_id >= 0, one box per track and keyframe)."""
     order = np.lexsort((frame_of, boxes.track_id))

@@ -55,7 +55,7 @@ from autolabel.refine.config import RefineConfig
 from autolabel.refine.duplicates import duplicate_of
 from autolabel.refine.joining import join_fragments
 from autolabel.refine.smoothing import smooth_tracks
-from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes
+from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes, frame_sets
 from calib.rotation import wrap_angle
 
 #: Classes that never move: always static, whatever their boxes do.
@@ -533,11 +533,7 @@ def refine_tracks(
     )
     keep_row = keep[t_of_row]
     out = out[keep_row]
-    frame_index = table.frame_index[keep_row]
-    order = np.lexsort((out.track_id, frame_index))
-    out, frame_index = out[order], frame_index[order]
-    bounds = np.searchsorted(frame_index, np.arange(len(times) + 1))
-    refined = [out[bounds[f] : bounds[f + 1]] for f in range(len(times))]
+    refined = frame_sets(out, table.frame_index[keep_row], len(times))
     n_extended = 0
     if cfg.extend_tracks and evidence is not None and evidence.keyframes is not None:
         from autolabel.refine.extension import extend_tracks
