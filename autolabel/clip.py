@@ -102,6 +102,8 @@ class Clip:
         name: scene name (unique within a dataset), e.g. ``scene-0061``.
         token: scene token.
         log_name: the log (drive) the scene was cut from; releases split by it.
+        location: where the log was driven (nuScenes ``log.location``, e.g.
+            ``singapore-onenorth``; empty when the dataset gives none).
         frames: keyframes in time order.
         instance_tokens: nuScenes instance token of each ground-truth track id.
         dataroot, version: where the clip was read from.
@@ -114,6 +116,7 @@ class Clip:
     instance_tokens: tuple[str, ...] = ()
     dataroot: Path | None = None
     version: str = ""
+    location: str = ""
 
     @property
     def duration_s(self) -> float:

@@ -546,9 +546,11 @@ class _ClipReader:
                     else None,
                 )
             )
-        log_name = ""
+        log_name = location = ""
         if scene.get("log_token") and scene["log_token"] in nusc._token2ind["log"]:
-            log_name = nusc.get("log", scene["log_token"]).get("logfile") or ""
+            log = nusc.get("log", scene["log_token"])
+            log_name = log.get("logfile") or ""
+            location = str(log.get("location") or "")
         return Clip(
             name=scene["name"],
             token=scene["token"],
@@ -557,6 +559,7 @@ class _ClipReader:
             instance_tokens=tuple(instance_ids),
             dataroot=Path(nusc.dataroot),
             version=nusc.version,
+            location=location,
         )
 
 

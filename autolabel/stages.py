@@ -256,7 +256,7 @@ def refine_stage(ctx: StageContext) -> StageResult:
     online = ctx.results["tracks"]
     evidence = gather_point_evidence(ctx.clip, online) if config.use_points else None
     refined, summary = refine_tracks(
-        _frame_times_s(ctx.clip), online, config, evidence, ego_xy_yaw(ctx.clip)
+        _frame_times_s(ctx.clip), online, config, evidence, ego_xy_yaw(ctx.clip), ctx.clip.location
     )
     ctx.results["online_tracks"] = online
     ctx.results["tracks"] = refined

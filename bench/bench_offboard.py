@@ -65,7 +65,9 @@ def run_chains(clips, refine_config: RefineConfig) -> dict:
         to_refine = grouped.track_clip(times, dets)
         t2 = time.process_time()
         evidence = gather_point_evidence(clip, to_refine) if refine_config.use_points else None
-        refined, _ = refine_tracks(times, to_refine, refine_config, evidence, ego_xy_yaw(clip))
+        refined, _ = refine_tracks(
+            times, to_refine, refine_config, evidence, ego_xy_yaw(clip), clip.location
+        )
         t3 = time.process_time()
         tracks = tracker.track_clip(times, dets)  # the previous chain's (not timed)
         out["dets"].append(dets)

@@ -38,8 +38,16 @@ def pandaset_chains():
     # As the pipeline tracks for the refine stage (class groups).
     tracks = get_tracker("pub", {"class_groups": REFINE_CLASS_GROUPS}).track_clip(times, dets)
     evidence = gather_point_evidence(clip, tracks)
-    refined, summary = refine_tracks(times, tracks, None, evidence, ego_xy_yaw(clip))
+    refined, summary = refine_tracks(times, tracks, None, evidence, ego_xy_yaw(clip), clip.location)
     return root, nusc, clip, dets, tracks, refined, summary
+
+
+def test_pandaset_keeps_right_from_its_log_location(pandaset_chains):
+    # PandaSet-002 was driven in San Francisco (its log.json): right-hand traffic, found from the
+    # location by the default traffic_side "auto".
+    clip, summary = pandaset_chains[2], pandaset_chains[6]
+    assert clip.location == "san-francisco"
+    assert (summary.left_hand_traffic, summary.traffic_side_from_location) == (0, 1)
 
 
 def _det_metrics(tmp_path, root, nusc, clip, boxes):

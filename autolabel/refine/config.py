@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Which kerb the traffic keeps to: "right" (most of the world, Boston, San Francisco), "left"
-# (Singapore, UK, Japan), "none" (every flow sample counts as it points: one-way streets).
-TRAFFIC_SIDES = ("right", "left", "none")
+# Which kerb the traffic keeps to: "auto" (from the log's location, autolabel.refine.traffic_side),
+# "right" (most of the world, Boston, San Francisco), "left" (Singapore, UK, Japan), "none" (every
+# flow sample counts as it points: one-way streets).
+TRAFFIC_SIDES = ("auto", "right", "left", "none")
 
 
 #: The range each numeric setting is validated against (``RefineConfig.__post_init__``).
@@ -59,8 +60,10 @@ class RefineConfig:
         static_heading_from_flow, flow_distance_m: point a static track's heading (its axis is
             known from its boxes, not its front) the way the traffic nearest to it goes: moving
             tracks and the ego's own path, weighted by a Gaussian of ``flow_distance_m`` of their distance.
-        traffic_side, flow_lane_half_width_m: the kerb traffic keeps to ("right", "left" or
-            "none"). With "right", a flow sample counts turned by pi for a static object more than
+        traffic_side, flow_lane_half_width_m: the kerb traffic keeps to ("auto", "right", "left"
+            or "none"). "auto" takes the side of the place the log's location names, and
+            "right" where it names none (``autolabel.refine.traffic_side``). With "right", a
+            flow sample counts turned by pi for a static object more than
             ``flow_lane_half_width_m`` to its left: that object is across the centre line and
             faces the oncoming traffic (parked cars face the traffic of their own side), so the
             ego's path points the far kerb's cars as well as the near one's. "left" mirrors this
@@ -166,7 +169,7 @@ class RefineConfig:
     cabin_min_offset_m: float = 0.2
     cabin_max_roof_span: float = 0.85
     flow_distance_m: float = 4.0
-    traffic_side: str = "right"
+    traffic_side: str = "auto"
     flow_lane_half_width_m: float = 2.0
     flow_clearance_m: float = 1.0
     use_points: bool = True

@@ -56,6 +56,7 @@ from autolabel.refine.duplicates import duplicate_of
 from autolabel.refine.joining import join_fragments
 from autolabel.refine.smoothing import smooth_tracks
 from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes, frame_sets
+from autolabel.refine.traffic_side import resolved_traffic_side
 from calib.rotation import wrap_angle
 
 #: Classes that never move: always static, whatever their boxes do.
@@ -81,6 +82,10 @@ class RefineSummary:
     boxes_filled: int
     joined: int = 0
     boxes_extended: int = 0
+    # The traffic side the flow rule took (1: left-hand traffic) and whether the log's location
+    # gave it (``traffic_side: auto``); counts, so that the manifest keeps them.
+    left_hand_traffic: int = 0
+    traffic_side_from_location: int = 0
 
     def counts(self) -> dict[str, int]:
         """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
@@ -289,6 +294,7 @@ def refine_tracks(
     config: RefineConfig | None = None,
     evidence=None,
     ego_xy_yaw: np.ndarray | None = None,
+    location: str = "",
 ) -> tuple[list[Boxes3D], RefineSummary]:
     """Refine a clip's tracks with the whole clip (see the module docstring).
 
@@ -300,18 +306,24 @@ def refine_tracks(
             returns gathered per box; ``boxes.concatenate(tracks)`` order).
         ego_xy_yaw: optional (F, 3) ego position (m) and heading (rad) per keyframe, global
             frame: the ego's path is part of the traffic flow that points static objects.
+        location: where the log was driven (``Clip.location``): ``traffic_side: auto`` takes
+            its side of the road from it.
 
     Returns:
         F refined box sets (global frame, one box per kept track and keyframe of its span,
         sorted by track id) and a summary.
     """
     cfg = config or RefineConfig()
+    traffic_side, side_from_location = resolved_traffic_side(cfg.traffic_side, location)
     times = np.asarray(times_s, dtype=np.float64)
     if len(times) != len(tracks):
         raise ValueError(f"refine_tracks: {len(times)} times for {len(tracks)} keyframes")
     boxes, frame_of = clip_boxes(tracks)
     if len(boxes) == 0:
-        empty = RefineSummary(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        empty = RefineSummary(
+            *(0,) * 12, left_hand_traffic=int(traffic_side == "left"),
+            traffic_side_from_location=int(side_from_location),
+        )  # fmt: skip
         return [Boxes3D.empty() for _ in tracks], empty
     if np.any(boxes.track_id < 0):
         raise ValueError("refine_tracks: untracked boxes (track_id -1)")
@@ -484,7 +496,7 @@ def refine_tracks(
             cfg.flow_distance_m,
             static_yaw,
             size[:, [1, 0]] / 2 + cfg.flow_clearance_m,
-            cfg.traffic_side,
+            traffic_side,
             cfg.flow_lane_half_width_m,
         )
         static_yaw = _aligned(static_yaw, flow)
@@ -564,6 +576,8 @@ def refine_tracks(
         boxes_filled=int((~obs[keep_row]).sum()),
         joined=n_joined,
         boxes_extended=n_extended,
+        left_hand_traffic=int(traffic_side == "left"),
+        traffic_side_from_location=int(side_from_location),
     )
     return refined, summary
 
