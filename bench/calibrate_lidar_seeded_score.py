@@ -10,6 +10,10 @@ the odd-numbered (held-out) scenes: Pearson and Spearman correlation between sco
 mean absolute error, and the same with the weights currently in ``lidar_seeded.py``.
 
     python bench/calibrate_lidar_seeded_score.py [--scenes 48] [--height 450 --width 800]
+        [--working-max-side 96 --boxcut-max-side 96]
+
+``--working-max-side`` and ``--boxcut-max-side`` set the segmenter's working grids, e.g. 80 and
+64 for the geometric segmenter's image evidence (``GeometricConfig.evidence_*_max_side_px``).
 
 Paste the printed SCORE_WEIGHTS / SCORE_BIAS into ``autolabel/segmentation/lidar_seeded.py``.
 Deterministic: the same arguments give the same numbers.
@@ -27,16 +31,17 @@ from scipy.stats import pearsonr, spearmanr
 from autolabel.segmentation import lidar_seeded
 from autolabel.segmentation.lidar_seeded import (
     SCORE_FEATURE_NAMES,
+    LidarSeededConfig,
     LidarSeededSegmenter,
 )
 from autolabel.segmentation.validation_scenes import make_validation_scene, mask_iou
 
 
 def collect(
-    n_scenes: int, height_px: int, width_px: int
+    n_scenes: int, height_px: int, width_px: int, config: LidarSeededConfig | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features (M, F), true IoU (M,), scene index (M,) of every object of every scene."""
-    segmenter = LidarSeededSegmenter()
+    segmenter = LidarSeededSegmenter(config)
     features, ious, scene_of = [], [], []
     for scene_index in range(n_scenes):
         # Seed quality varies by scene so both splits see the whole range.
@@ -101,10 +106,17 @@ def main() -> None:
     parser.add_argument("--scenes", type=int, default=48)
     parser.add_argument("--height", type=int, default=450)
     parser.add_argument("--width", type=int, default=800)
+    parser.add_argument(
+        "--working-max-side", type=int, default=LidarSeededConfig.working_max_side_px
+    )
+    parser.add_argument("--boxcut-max-side", type=int, default=LidarSeededConfig.boxcut_max_side_px)
     args = parser.parse_args()
 
+    config = LidarSeededConfig(
+        working_max_side_px=args.working_max_side, boxcut_max_side_px=args.boxcut_max_side
+    )
     start = time.perf_counter()
-    features, iou, scene_of = collect(args.scenes, args.height, args.width)
+    features, iou, scene_of = collect(args.scenes, args.height, args.width, config)
     print(
         f"segmented {args.scenes} scenes, {len(iou)} objects in {time.perf_counter() - start:.1f} s"
     )

@@ -532,6 +532,7 @@ def test_image_geometry_lidar_decides_where_it_saw_the_object():
 def test_geometric_segmenter_measures_image_evidence_for_untrusted_tracks(ellipse_scene):
     from autolabel.segmentation.geometric import GeometricConfig, GeometricSegmenter
     from autolabel.segmentation.geometry import image_geometry
+    from autolabel.visibility import visibility_defaults
 
     image, truth, box = ellipse_scene
     # A second box on bare background (a detector's false positive), returns spread over it.
@@ -553,9 +554,19 @@ def test_geometric_segmenter_measures_image_evidence_for_untrusted_tracks(ellips
     # and it caps the score of the objects it checked.
     np.testing.assert_array_equal(checked.masks, plain.masks)
     cv2.setRNGSeed(0)
-    colour = LidarSeededSegmenter().segment(image, boxes, prompts)
+    grids = GeometricConfig()  # the evidence's own working grids
+    colour = LidarSeededSegmenter(
+        LidarSeededConfig(
+            working_max_side_px=grids.evidence_working_max_side_px,
+            boxcut_max_side_px=grids.evidence_boxcut_max_side_px,
+        )
+    ).segment(image, boxes, prompts)
     np.testing.assert_allclose(checked.image_score, colour.score, atol=1e-6)
-    assert checked.image_score[0] > 0.7 > checked.image_score[1]
+    threshold = visibility_defaults("geometric").min_image_score
+    assert checked.image_score[0] > threshold > checked.image_score[1]
+    for key in ("evidence_working_max_side_px", "evidence_boxcut_max_side_px"):
+        with pytest.raises(ValueError, match=f"GeometricConfig.{key}"):
+            GeometricConfig(**{key: 8})
     np.testing.assert_allclose(checked.score, np.minimum(plain.score, colour.score), atol=1e-6)
     uncapped = GeometricSegmenter(GeometricConfig(image_caps_score=False))
     kept = uncapped.segment(image, boxes, {**prompts, "track_score": np.array([0.5, 0.5])})
