@@ -501,11 +501,14 @@ def segment_images(
                 geometry.lidar_occluded_share,
                 visibility,
             )
-            prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
+            share = views.in_image_fraction[rows]
+            prompts["image_evidence_skip"] = rejected_without_mask(
+                *view_args, in_image_fraction=share
+            )
             # A view whose track the filter drops is rejected whatever its mask too (its
             # image evidence is skipped by the segmenter's image_evidence_from instead).
             prompts["refine_skip"] = rejected_without_mask(
-                *view_args, None if track_score is None else track_score[rows]
+                *view_args, None if track_score is None else track_score[rows], share
             )
         error = ""
         try:
@@ -690,6 +693,7 @@ def evaluate_views(
             lidar_points=views.lidar_points[rows],
             image_id=views.image_key[rows],
             config=config,
+            in_image_fraction=views.in_image_fraction[rows],
             **optional,
         )
         for name, values in vars(decision).items():
@@ -704,7 +708,8 @@ VISIBILITY_COLUMNS = {
     "keep": "no rule failed: the view may be asked about and marked",
     "rejected_by": "the first failing rule in check order ('' when kept)",
     "failed_rules": "bitmask of every failing rule (bits in the 'failed_rules_bits' metadata)",
-    "in_image_fraction": "share of the projected box's area inside the image",
+    "in_image_fraction": "share of the object inside the image: the larger of its projected "
+    "box's area share and its 3D box's volume share (IN_IMAGE)",
     "lidar_points": "LiDAR returns of the keyframe sweep inside the 3D box",
     "mask_score": "the segmenter's score (geometric: own_return_recall x unoccluded hull share; "
     "sam2/lidar: predicted IoU with the true visible mask)",
@@ -767,7 +772,11 @@ def visibility_stage(ctx: StageContext) -> StageResult:
         evidence["track_score"] = ctx.results["view_track_score"]
     if "image_score" in evidence:
         evidence["image_support"] = track_image_support(
-            views.track_id, evidence["image_score"], ctx.config.visibility.min_image_score
+            views.track_id,
+            evidence["image_score"],
+            ctx.config.visibility.min_image_score,
+            views.lidar_points,
+            ctx.config.visibility.image_evidence_max_points,
         )
     decision = evaluate_views(views, rles, score, ctx.config.visibility, evidence)
     ctx.results["visible"] = decision.keep

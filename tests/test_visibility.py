@@ -231,6 +231,49 @@ def test_image_evidence_rule_judges_the_track_by_its_supporting_views():
     np.testing.assert_array_equal(d.image_support, support)
 
 
+def test_image_evidence_skips_tracks_dense_in_lidar_returns():
+    from autolabel.visibility import track_image_support
+
+    # Track 7: views of 120, 80, 150 points (median 120 >= 100): judged by the LiDAR, NaN.
+    # Track 8: 90 and 130 points (median 110 >= 100): NaN. Track 9: 3, 250, 4, 5 (median 4.5):
+    # 1 of its 4 measured views above 0.7. Track 10: dense but nothing measured: NaN anyway.
+    track = np.array([7, 7, 7, 8, 8, 9, 9, 9, 9, 10])
+    score = np.array([0.1, 0.2, 0.3, 0.0, 0.6, 0.9, 0.1, 0.2, 0.3, np.nan])
+    points = np.array([120, 80, 150, 90, 130, 3, 250, 4, 5, 500])
+    support = track_image_support(track, score, 0.7, points, 100)
+    assert np.isnan(support[:5]).all() and np.isnan(support[9])
+    np.testing.assert_allclose(support[5:9], 0.25)
+    # max_points 0 (or no points) judges every track, as before.
+    for unchecked in (track_image_support(track, score, 0.7, points, 0),
+                      track_image_support(track, score, 0.7)):  # fmt: skip
+        np.testing.assert_allclose(unchecked[:5], [0, 0, 0, 0, 0])
+    # A median of exactly 100 is dense (at least max_points).
+    assert np.isnan(track_image_support(np.array([1, 1]), np.array([0.1, 0.1]), 0.7,
+                                        np.array([50, 150]), 100)).all()  # fmt: skip
+    with pytest.raises(ValueError, match="image_evidence_max_points"):
+        VisibilityConfig(image_evidence_max_points=-1)
+
+
+def test_in_image_rule_reads_the_views_measured_share():
+    # The IN_IMAGE case of ``scene``: 40 % of its 2D box inside; a caller that measured 60 % of
+    # the object in view (its volume share, ``CameraViews.in_image_fraction``) keeps it.
+    boxes = np.array([[-60.0, 80.0, 40.0, 140.0], [10.0, 10.0, 60.0, 60.0]])
+    masks = np.stack([rect_mask(0, 80, 40, 140), rect_mask(10, 10, 60, 60)])
+    args = (boxes, masks, np.full(2, 0.95), np.full(2, 10.0), (W, H), np.full(2, 50))
+    assert evaluate_visibility(*args).failed_rule_names(0) == ["IN_IMAGE"]
+    d = evaluate_visibility(*args, in_image_fraction=[0.6, 1.0])
+    assert d.keep.tolist() == [True, True]
+    np.testing.assert_allclose(d.in_image_fraction, [0.6, 1.0])
+    assert evaluate_visibility(*args, in_image_fraction=[0.45, 1.0]).keep.tolist() == [False, True]
+    shares = (np.zeros(2), np.zeros(2))
+    assert rejected_without_mask(boxes, (W, H), np.full(2, 50), *shares).tolist() == [True, False]
+    assert not rejected_without_mask(
+        boxes, (W, H), np.full(2, 50), *shares, in_image_fraction=[0.6, 1.0]
+    ).any()
+    with pytest.raises(ValueError, match="in_image_fraction has 1 entries"):
+        evaluate_visibility(*args, in_image_fraction=[0.6])
+
+
 def test_segmenter_defaults_and_overrides():
     from autolabel.config import PipelineConfig
     from autolabel.visibility import visibility_defaults
