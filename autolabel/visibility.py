@@ -44,6 +44,9 @@ Rules (each configurable, checked in this order; a candidate is kept when none f
    has a return nearer than the object (something unannotated the LiDAR saw in front: a wall, a
    bush, a parked trailer); skipped where no return falls on the hull (geometry alone).
 
+In the run, the views of a track that fails ``TRACK_SCORE`` hide nothing in the box and mask
+z-buffers (``occluder_depth``): the filter does not trust that object to exist.
+
 Thresholds depend on the segmenter (``visibility_defaults``): SAM2 and the LiDAR-seeded GrabCut
 keep STRIDE-QA's (score > 0.8, box IoU > 0.3, coverage > 0.8); the geometric segmenter's score is
 another quantity (own-return recall x unoccluded hull share) with its threshold measured on real
