@@ -436,6 +436,21 @@ def check_image_file(path: str | Path, width_px: int, height_px: int) -> None:
         )
 
 
+def lidar_judged_views(views: CameraViews, config) -> np.ndarray:
+    """(V,) bool: the views ``IMAGE_EVIDENCE`` leaves to the LiDAR under the ``VisibilityConfig``
+    (``visibility.dense_track_views`` of its ``image_evidence_lidar_classes``)."""
+    from autolabel.classes import DETECTION_CLASSES
+    from autolabel.visibility import dense_track_views
+
+    labels = [DETECTION_CLASSES.index(c) for c in config.image_evidence_lidar_classes]
+    return dense_track_views(
+        views.track_id,
+        views.lidar_points,
+        config.image_evidence_max_points,
+        np.isin(views.label, labels),
+    )
+
+
 def segment_images(
     segmenter,
     clip: Clip,
@@ -461,7 +476,7 @@ def segment_images(
         visibility: the run's ``VisibilityConfig``: views its rules reject before any mask
             (``visibility.rejected_without_mask``) get no image evidence (the segmenter's
             ``"image_evidence_skip"`` prompt; nor do the views of tracks dense in LiDAR returns,
-            ``visibility.dense_track_views``), and those and the views of tracks scoring below
+            ``lidar_judged_views``), and those and the views of tracks scoring below
             its ``min_track_score`` no refinement (``"refine_skip"``); every view may get both
             when None.
     """
@@ -471,12 +486,7 @@ def segment_images(
     from autolabel.segmentation.geometric import own_return_recall
     from autolabel.segmentation.geometry import image_geometry, radius_px_from_angle
     from autolabel.segmentation.rle import encode_masks, rle_area_px, rle_box_2d
-    from autolabel.visibility import (
-        dense_track_views,
-        mask_statistics,
-        occluder_depth,
-        rejected_without_mask,
-    )
+    from autolabel.visibility import mask_statistics, occluder_depth, rejected_without_mask
 
     opt = options or SegmentOptions()
     # The z-buffers' depths: views of tracks the filter rejects on their score hide nothing.
@@ -488,11 +498,7 @@ def segment_images(
     # Tracks dense in LiDAR returns are judged by the LiDAR alone (``IMAGE_EVIDENCE``): no image
     # evidence for their views, and so no cap of their score by it.
     dense = (
-        np.zeros(len(views), bool)
-        if visibility is None
-        else dense_track_views(
-            views.track_id, views.lidar_points, visibility.image_evidence_max_points
-        )
+        np.zeros(len(views), bool) if visibility is None else lidar_judged_views(views, visibility)
     )
     reads_image = getattr(segmenter, "reads_image", None)
     out = []
@@ -522,10 +528,10 @@ def segment_images(
                 geometry.lidar_occluded_share,
                 visibility,
             )
+            # A view kept on its volume share alone is cut by the image's edge: no view to judge
+            # its track's image evidence by (the colour model fails on it), so none is measured.
+            prompts["image_evidence_skip"] = dense[rows] | rejected_without_mask(*view_args)
             volume = views.volume_in_image[rows]
-            prompts["image_evidence_skip"] = dense[rows] | rejected_without_mask(
-                *view_args, volume_in_image=volume
-            )
             # A view whose track the filter drops is rejected whatever its mask too (its
             # image evidence is skipped by the segmenter's image_evidence_from instead).
             prompts["refine_skip"] = rejected_without_mask(
@@ -799,15 +805,15 @@ def visibility_stage(ctx: StageContext) -> StageResult:
             views.track_id,
             evidence["image_score"],
             ctx.config.visibility.min_image_score,
-            views.lidar_points,
-            ctx.config.visibility.image_evidence_max_points,
+            lidar_judged_views(views, ctx.config.visibility),
+            ctx.config.visibility.min_image_views,
         )
     decision = evaluate_views(views, rles, score, ctx.config.visibility, evidence)
     ctx.results["visible"] = decision.keep
     measured = (
-        "in_image_fraction", "volume_in_image", "box_iou", "coverage", "mask_score", "lidar_points", "mask_px",
-        "visible_px", "hull_occluded_share", "lidar_occluded_share", "image_readable",
-        "track_score", "image_support",
+        "in_image_fraction", "volume_in_image", "box_iou", "coverage", "mask_score",
+        "lidar_points", "mask_px", "visible_px", "hull_occluded_share", "lidar_occluded_share",
+        "image_readable", "track_score", "image_support",
     )  # fmt: skip
     n = len(views)
     own_returns = evidence.get("own_returns", np.zeros(n, np.int64))

@@ -232,31 +232,43 @@ def test_image_evidence_rule_judges_the_track_by_its_supporting_views():
 
 
 def test_image_evidence_skips_tracks_dense_in_lidar_returns():
-    from autolabel.visibility import track_image_support
+    from autolabel.visibility import dense_track_views, track_image_support
 
-    # Track 7: views of 120, 80, 150 points (median 120 >= 100): judged by the LiDAR, NaN.
-    # Track 8: 90 and 130 points (median 110 >= 100): NaN. Track 9: 3, 250, 4, 5 (median 4.5):
-    # 1 of its 4 measured views above 0.7. Track 10: dense but nothing measured: NaN anyway.
+    # Track 7: views of 120, 80, 150 points (median 120 >= 100): dense. Track 8: 90 and 130
+    # (median 110): dense. Track 9: 3, 250, 4, 5 (median 4.5): not. Track 10: 500: dense.
     track = np.array([7, 7, 7, 8, 8, 9, 9, 9, 9, 10])
-    score = np.array([0.1, 0.2, 0.3, 0.0, 0.6, 0.9, 0.1, 0.2, 0.3, np.nan])
     points = np.array([120, 80, 150, 90, 130, 3, 250, 4, 5, 500])
-    support = track_image_support(track, score, 0.7, points, 100)
-    assert np.isnan(support[:5]).all() and np.isnan(support[9])
-    np.testing.assert_allclose(support[5:9], 0.25)
-    # max_points 0 (or no points) judges every track, as before.
-    for unchecked in (track_image_support(track, score, 0.7, points, 0),
-                      track_image_support(track, score, 0.7)):  # fmt: skip
-        np.testing.assert_allclose(unchecked[:5], [0, 0, 0, 0, 0])
-    from autolabel.visibility import dense_track_views
-
     dense = dense_track_views(track, points, 100)
     assert dense.tolist() == [True] * 5 + [False] * 4 + [True]
     assert not dense_track_views(track, points, 0).any()
+    # Only eligible views (their class may be judged by the LiDAR): track 8's are not.
+    eligible = np.array([True] * 3 + [False] * 2 + [True] * 5)
+    assert dense_track_views(track, points, 100, eligible).tolist() == (
+        [True] * 3 + [False] * 6 + [True]
+    )
     # A median of exactly 100 is dense (at least max_points).
-    assert np.isnan(track_image_support(np.array([1, 1]), np.array([0.1, 0.1]), 0.7,
-                                        np.array([50, 150]), 100)).all()  # fmt: skip
+    assert dense_track_views(np.array([1, 1]), np.array([50, 150]), 100).all()
+    # Judged by the LiDAR: no support (NaN, the rule skipped), whatever the image said; track 9:
+    # 1 of its 4 measured views above 0.7; track 8 (not eligible): 0 of 2.
+    score = np.array([0.1, 0.2, 0.3, 0.0, 0.6, 0.9, 0.1, 0.2, 0.3, np.nan])
+    support = track_image_support(
+        track, score, 0.7, dense_track_views(track, points, 100, eligible)
+    )
+    assert np.isnan(support[:3]).all() and np.isnan(support[9])
+    np.testing.assert_allclose(support[3:9], [0, 0, 0.25, 0.25, 0.25, 0.25])
+    np.testing.assert_allclose(track_image_support(track, score, 0.7)[:5], 0.0)
+    # At least 3 measured views to judge a track: tracks 7 (3 views) and 9 (4) are judged, 8 (2)
+    # and 10 (none) are not.
+    few = track_image_support(track, score, 0.7, min_views=3)
+    np.testing.assert_allclose(few[[0, 1, 2, 5, 6, 7, 8]], [0, 0, 0, 0.25, 0.25, 0.25, 0.25])
+    assert np.isnan(few[[3, 4, 9]]).all()
     with pytest.raises(ValueError, match="image_evidence_max_points"):
         VisibilityConfig(image_evidence_max_points=-1)
+    with pytest.raises(ValueError, match="image_evidence_lidar_classes"):
+        VisibilityConfig(image_evidence_lidar_classes=("sedan",))
+    assert VisibilityConfig(image_evidence_lidar_classes=["car"]).image_evidence_lidar_classes == (
+        "car",
+    )
 
 
 def test_in_image_rule_passes_on_the_volume_share():
