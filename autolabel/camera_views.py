@@ -33,6 +33,7 @@ from calib.projection import (
     clip_boxes_2d,
     in_image_fraction,
     project_points,
+    volume_in_image_fraction,
 )
 
 
@@ -49,6 +50,8 @@ class CameraViews:
         box_px: (V, 4) unclipped projected box [u_min, v_min, u_max, v_max], pixels.
         box_clipped_px: (V, 4) the same, clipped to the image.
         in_image_fraction: (V,) fraction of the unclipped box's area inside the image.
+        volume_in_image: (V,) share of the 3D box's volume in the camera's view
+            (``calib.projection.volume_in_image_fraction``).
         depth_m: (V,) box centre's depth along the camera's optical axis, metres.
         near_depth_m: (V,) depth of the box's nearest corner (at least the near plane), metres.
         lidar_points: (V,) int64 LiDAR points of the keyframe sweep inside the 3D box.
@@ -78,6 +81,7 @@ class CameraViews:
     box_px: np.ndarray
     box_clipped_px: np.ndarray
     in_image_fraction: np.ndarray
+    volume_in_image: np.ndarray
     depth_m: np.ndarray
     near_depth_m: np.ndarray
     lidar_points: np.ndarray
@@ -297,8 +301,9 @@ def build_camera_views(
         cal = clip.frames[0].cameras[channel].calibration
         sizes[c] = (cal.width_px, cal.height_px)
     keys = (
-        "frame", "camera", "track", "label", "box", "clipped", "frac", "depth", "near", "points",
-        "seed_count", "seed_uv", "hull_count", "hull_uv", "scene_key", "scene_count", "scene_uvd",
+        "frame", "camera", "track", "label", "box", "clipped", "frac", "volume", "depth", "near",
+        "points", "seed_count", "seed_uv", "hull_count", "hull_uv", "scene_key", "scene_count",
+        "scene_uvd",
     )  # fmt: skip
     parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for f, (frame, boxes) in enumerate(zip(clip.frames, tracks, strict=True)):
@@ -389,6 +394,13 @@ def build_camera_views(
             parts["box"].append(box[rows])
             parts["clipped"].append(clipped[rows])
             parts["frac"].append(frac[rows])
+            # Perspective stretches a near box's 2D extent far beyond the image (a car beside
+            # the camera: a few per cent of its box, most of its volume in view).
+            parts["volume"].append(
+                volume_in_image_fraction(
+                    cal.intrinsic, corners_cam[rows], cal.width_px, cal.height_px
+                )
+            )
             parts["depth"].append(depth[rows])
             parts["near"].append(near)
             parts["points"].append(n_points[rows])
@@ -421,6 +433,7 @@ def build_camera_views(
         box_px=cat("box", np.float64, (4,)),
         box_clipped_px=cat("clipped", np.float64, (4,)),
         in_image_fraction=cat("frac", np.float64),
+        volume_in_image=cat("volume", np.float64),
         depth_m=cat("depth", np.float64),
         near_depth_m=cat("near", np.float64),
         lidar_points=cat("points", np.int64),

@@ -436,6 +436,21 @@ def check_image_file(path: str | Path, width_px: int, height_px: int) -> None:
         )
 
 
+def lidar_judged_views(views: CameraViews, config) -> np.ndarray:
+    """(V,) bool: the views ``IMAGE_EVIDENCE`` leaves to the LiDAR under the ``VisibilityConfig``
+    (``visibility.dense_track_views`` of its ``image_evidence_lidar_classes``)."""
+    from autolabel.classes import DETECTION_CLASSES
+    from autolabel.visibility import dense_track_views
+
+    labels = [DETECTION_CLASSES.index(c) for c in config.image_evidence_lidar_classes]
+    return dense_track_views(
+        views.track_id,
+        views.lidar_points,
+        config.image_evidence_max_points,
+        np.isin(views.label, labels),
+    )
+
+
 def segment_images(
     segmenter,
     clip: Clip,
@@ -460,7 +475,8 @@ def segment_images(
             ``"track_score"`` prompt; not given when None.
         visibility: the run's ``VisibilityConfig``: views its rules reject before any mask
             (``visibility.rejected_without_mask``) get no image evidence (the segmenter's
-            ``"image_evidence_skip"`` prompt), and those and the views of tracks scoring below
+            ``"image_evidence_skip"`` prompt; nor do the views of tracks dense in LiDAR returns,
+            ``lidar_judged_views``), and those and the views of tracks scoring below
             its ``min_track_score`` no refinement (``"refine_skip"``); every view may get both
             when None.
     """
@@ -470,9 +486,20 @@ def segment_images(
     from autolabel.segmentation.geometric import own_return_recall
     from autolabel.segmentation.geometry import image_geometry, radius_px_from_angle
     from autolabel.segmentation.rle import encode_masks, rle_area_px, rle_box_2d
-    from autolabel.visibility import mask_statistics, rejected_without_mask
+    from autolabel.visibility import mask_statistics, occluder_depth, rejected_without_mask
 
     opt = options or SegmentOptions()
+    # The z-buffers' depths: views of tracks the filter rejects on their score hide nothing.
+    occluding = (
+        views.depth_m
+        if visibility is None
+        else occluder_depth(views.depth_m, track_score, visibility.min_track_score)
+    )
+    # Tracks dense in LiDAR returns are judged by the LiDAR alone (``IMAGE_EVIDENCE``): no image
+    # evidence for their views, and so no cap of their score by it.
+    dense = (
+        np.zeros(len(views), bool) if visibility is None else lidar_judged_views(views, visibility)
+    )
     reads_image = getattr(segmenter, "reads_image", None)
     out = []
     for frame_index, camera, rows in images:
@@ -481,7 +508,7 @@ def segment_images(
         image = clip.frames[frame_index].cameras[views.channels[camera]]
         geometry = image_geometry(
             views.hulls_of(rows),
-            views.depth_m[rows],
+            occluding[rows],
             views.near_depth_m[rows],
             views.scene_of(frame_index * len(views.channels) + camera),
             (width_px, height_px),
@@ -501,11 +528,14 @@ def segment_images(
                 geometry.lidar_occluded_share,
                 visibility,
             )
-            prompts["image_evidence_skip"] = rejected_without_mask(*view_args)
+            # A view kept on its volume share alone is cut by the image's edge: no view to judge
+            # its track's image evidence by (the colour model fails on it), so none is measured.
+            prompts["image_evidence_skip"] = dense[rows] | rejected_without_mask(*view_args)
+            volume = views.volume_in_image[rows]
             # A view whose track the filter drops is rejected whatever its mask too (its
             # image evidence is skipped by the segmenter's image_evidence_from instead).
             prompts["refine_skip"] = rejected_without_mask(
-                *view_args, None if track_score is None else track_score[rows]
+                *view_args, None if track_score is None else track_score[rows], volume
             )
         error = ""
         try:
@@ -547,7 +577,7 @@ def segment_images(
                 own_return_recall=own_return_recall(masks, seeds),
                 image_score=image_score,
                 stats=mask_statistics(
-                    views.box_px[rows], masks, views.depth_m[rows], (width_px, height_px), tight
+                    views.box_px[rows], masks, occluding[rows], (width_px, height_px), tight
                 ),
                 error=error,
             )
@@ -667,13 +697,15 @@ def evaluate_views(
     ``evidence`` (``ctx.results["mask_evidence"]``) brings the occlusion shares and which images
     were readable, and ``track_score`` each view's track score (``view_track_scores``); without
     them those rules are skipped."""
-    from autolabel.visibility import VisibilityDecision, evaluate_visibility
+    from autolabel.visibility import VisibilityDecision, evaluate_visibility, occluder_depth
 
     n = len(views)
     if n == 0:
         empty = np.zeros((0, 4))
         return evaluate_visibility(empty, [], np.zeros(0), np.zeros(0), (1, 1), config=config)
     evidence = evidence or {}
+    # The mask z-buffer's depths, as the segment stage's (``segment_images``).
+    depth = occluder_depth(views.depth_m, evidence.get("track_score"), config.min_track_score)
     sizes = views.image_size_px[views.camera]
     merged: dict[str, np.ndarray] = {}
     for size in np.unique(sizes, axis=0):
@@ -685,11 +717,12 @@ def evaluate_views(
             views.box_px[rows],
             [rles[i] for i in rows],
             score[rows],
-            views.depth_m[rows],
+            depth[rows],
             (int(size[0]), int(size[1])),
             lidar_points=views.lidar_points[rows],
             image_id=views.image_key[rows],
             config=config,
+            volume_in_image=views.volume_in_image[rows],
             **optional,
         )
         for name, values in vars(decision).items():
@@ -705,6 +738,8 @@ VISIBILITY_COLUMNS = {
     "rejected_by": "the first failing rule in check order ('' when kept)",
     "failed_rules": "bitmask of every failing rule (bits in the 'failed_rules_bits' metadata)",
     "in_image_fraction": "share of the projected box's area inside the image",
+    "volume_in_image": "share of the 3D box's volume in the camera's view (IN_IMAGE passes on "
+    "either share)",
     "lidar_points": "LiDAR returns of the keyframe sweep inside the 3D box",
     "mask_score": "the segmenter's score (geometric: own_return_recall x unoccluded hull share; "
     "sam2/lidar: predicted IoU with the true visible mask)",
@@ -767,14 +802,18 @@ def visibility_stage(ctx: StageContext) -> StageResult:
         evidence["track_score"] = ctx.results["view_track_score"]
     if "image_score" in evidence:
         evidence["image_support"] = track_image_support(
-            views.track_id, evidence["image_score"], ctx.config.visibility.min_image_score
+            views.track_id,
+            evidence["image_score"],
+            ctx.config.visibility.min_image_score,
+            lidar_judged_views(views, ctx.config.visibility),
+            ctx.config.visibility.min_image_views,
         )
     decision = evaluate_views(views, rles, score, ctx.config.visibility, evidence)
     ctx.results["visible"] = decision.keep
     measured = (
-        "in_image_fraction", "box_iou", "coverage", "mask_score", "lidar_points", "mask_px",
-        "visible_px", "hull_occluded_share", "lidar_occluded_share", "image_readable",
-        "track_score", "image_support",
+        "in_image_fraction", "volume_in_image", "box_iou", "coverage", "mask_score",
+        "lidar_points", "mask_px", "visible_px", "hull_occluded_share", "lidar_occluded_share",
+        "image_readable", "track_score", "image_support",
     )  # fmt: skip
     n = len(views)
     own_returns = evidence.get("own_returns", np.zeros(n, np.int64))

@@ -15,6 +15,7 @@ from calib.projection import (
     clip_boxes_2d,
     in_image_fraction,
     project_points,
+    volume_in_image_fraction,
 )
 from calib.rig import load_rig
 from calib.rotation import (
@@ -204,6 +205,35 @@ def test_in_image_fraction_by_hand():
     clipped = clip_boxes_2d(boxes, 1600, 900)
     np.testing.assert_allclose(clipped[0], [0, 0, 100, 100])
     assert np.isnan(clipped[2]).all()
+
+
+def test_volume_in_image_fraction_by_hand():
+    # f = 400 px on a 1600 x 900 image: the view's side planes are |x| = 2 z and |y| = 1.125 z.
+    K = np.array([[400.0, 0.0, 800.0], [0.0, 400.0, 450.0], [0.0, 0.0, 1.0]])
+    boxes = Boxes3D(
+        [
+            [0.0, 0.0, 0.0],  # 1 x 1 x 8 m along the optical axis, centred on the camera
+            [20.0, 0.0, 10.0],  # centred on the image's right side plane x = 2 z
+            [0.0, 0.0, 10.0],  # well inside
+            [0.0, 0.0, -10.0],  # behind the camera
+        ],
+        [[1.0, 1.0, 8.0], [2.0, 2.0, 2.0], [2.0, 2.0, 2.0], [2.0, 2.0, 2.0]],  # w, l, h (h along z)
+        [0.0, 0.0, 0.0, 0.0],
+        frame="camera",
+    )
+    corners = boxes.corners()
+    np.testing.assert_allclose(corners[0, :, 2].min(), -4.0, atol=1e-12)  # length along z
+    # Box 0: its front half (z > 0, cell centres at z >= 0.5 where |x|, |y| <= 0.4375 < 1.125 z)
+    # is in view, its back half behind the camera: 0.5. Box 1: a plane through the centre splits
+    # the cells in two by point symmetry (none lies on it): 0.5.
+    frac = volume_in_image_fraction(K, corners, 1600, 900)
+    np.testing.assert_allclose(frac, [0.5, 0.5, 1.0, 0.0])
+    # Box 0's 2D box is cut by the near plane z = 0.1 where its 1 m square section spans
+    # 800 +- 400 * 0.5 / 0.1 = 800 +- 2000 px and 450 +- 2000 px: 1600 * 900 / 4000**2 inside.
+    box_2d = box_2d_from_corners(K, corners)
+    np.testing.assert_allclose(box_2d[0], [-1200, -1550, 2800, 2450], atol=1e-6)
+    np.testing.assert_allclose(in_image_fraction(box_2d[:1], 1600, 900), [0.09])
+    assert len(volume_in_image_fraction(K, np.zeros((0, 8, 3)), 1600, 900)) == 0
 
 
 # ---- bearing and clock ---------------------------------------------------------------------------

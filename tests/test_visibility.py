@@ -231,6 +231,99 @@ def test_image_evidence_rule_judges_the_track_by_its_supporting_views():
     np.testing.assert_array_equal(d.image_support, support)
 
 
+def test_image_evidence_skips_tracks_dense_in_lidar_returns():
+    from autolabel.visibility import dense_track_views, track_image_support
+
+    # Track 7: views of 120, 80, 150 points (median 120 >= 100): dense. Track 8: 90 and 130
+    # (median 110): dense. Track 9: 3, 250, 4, 5 (median 4.5): not. Track 10: 500: dense.
+    track = np.array([7, 7, 7, 8, 8, 9, 9, 9, 9, 10])
+    points = np.array([120, 80, 150, 90, 130, 3, 250, 4, 5, 500])
+    dense = dense_track_views(track, points, 100)
+    assert dense.tolist() == [True] * 5 + [False] * 4 + [True]
+    assert not dense_track_views(track, points, 0).any()
+    # Only eligible views (their class may be judged by the LiDAR): track 8's are not.
+    eligible = np.array([True] * 3 + [False] * 2 + [True] * 5)
+    assert dense_track_views(track, points, 100, eligible).tolist() == (
+        [True] * 3 + [False] * 6 + [True]
+    )
+    # A median of exactly 100 is dense (at least max_points).
+    assert dense_track_views(np.array([1, 1]), np.array([50, 150]), 100).all()
+    # Judged by the LiDAR: no support (NaN, the rule skipped), whatever the image said; track 9:
+    # 1 of its 4 measured views above 0.7; track 8 (not eligible): 0 of 2.
+    score = np.array([0.1, 0.2, 0.3, 0.0, 0.6, 0.9, 0.1, 0.2, 0.3, np.nan])
+    support = track_image_support(
+        track, score, 0.7, dense_track_views(track, points, 100, eligible)
+    )
+    assert np.isnan(support[:3]).all() and np.isnan(support[9])
+    np.testing.assert_allclose(support[3:9], [0, 0, 0.25, 0.25, 0.25, 0.25])
+    np.testing.assert_allclose(track_image_support(track, score, 0.7)[:5], 0.0)
+    # At least 3 measured views to judge a track: tracks 7 (3 views) and 9 (4) are judged, 8 (2)
+    # and 10 (none) are not.
+    few = track_image_support(track, score, 0.7, min_views=3)
+    np.testing.assert_allclose(few[[0, 1, 2, 5, 6, 7, 8]], [0, 0, 0, 0.25, 0.25, 0.25, 0.25])
+    assert np.isnan(few[[3, 4, 9]]).all()
+    with pytest.raises(ValueError, match="image_evidence_max_points"):
+        VisibilityConfig(image_evidence_max_points=-1)
+    with pytest.raises(ValueError, match="image_evidence_lidar_classes"):
+        VisibilityConfig(image_evidence_lidar_classes=("sedan",))
+    assert VisibilityConfig(image_evidence_lidar_classes=["car"]).image_evidence_lidar_classes == (
+        "car",
+    )
+
+
+def test_in_image_rule_passes_on_the_volume_share():
+    # The IN_IMAGE case of ``scene``: 40 % of its 2D box inside. A caller that measured 70 % of
+    # its volume in view (``CameraViews.volume_in_image``) keeps it; 60 % (< 0.65) does not, and
+    # an unmeasured (NaN) share leaves the 2D box's share to decide.
+    boxes = np.array([[-60.0, 80.0, 40.0, 140.0], [10.0, 10.0, 60.0, 60.0]])
+    masks = np.stack([rect_mask(0, 80, 40, 140), rect_mask(10, 10, 60, 60)])
+    args = (boxes, masks, np.full(2, 0.95), np.full(2, 10.0), (W, H), np.full(2, 50))
+    assert VisibilityConfig().min_in_image_volume == 0.65
+    assert evaluate_visibility(*args).failed_rule_names(0) == ["IN_IMAGE"]
+    d = evaluate_visibility(*args, volume_in_image=[0.7, 0.1])
+    assert d.keep.tolist() == [True, True]  # the second passes on its 2D box (100 %)
+    np.testing.assert_allclose(d.in_image_fraction, [0.4, 1.0])
+    np.testing.assert_allclose(d.volume_in_image, [0.7, 0.1])
+    for volume in ([0.6, 1.0], [np.nan, 1.0]):
+        assert evaluate_visibility(*args, volume_in_image=volume).keep.tolist() == [False, True]
+    shares = (np.zeros(2), np.zeros(2))
+    assert rejected_without_mask(boxes, (W, H), np.full(2, 50), *shares).tolist() == [True, False]
+    assert not rejected_without_mask(
+        boxes, (W, H), np.full(2, 50), *shares, volume_in_image=[0.7, 0.0]
+    ).any()
+    with pytest.raises(ValueError, match="volume_in_image has 1 entries"):
+        evaluate_visibility(*args, volume_in_image=[0.7])
+    with pytest.raises(ValueError, match="min_in_image_volume"):
+        VisibilityConfig(min_in_image_volume=1.5)
+
+
+def test_untrusted_tracks_hide_nothing():
+    from autolabel.segmentation.geometry import image_geometry
+    from autolabel.visibility import mask_statistics, occluder_depth
+
+    depth = occluder_depth([5.0, 6.0, 7.0], [0.3, np.nan, 0.5], 0.4)
+    np.testing.assert_array_equal(depth, [np.inf, 6.0, 7.0])
+    np.testing.assert_array_equal(occluder_depth([5.0], None, 0.4), [5.0])
+    # A 40 x 40 object at 10 m behind a 20 x 40 one at 5 m over its left half: 800 of its 1,600
+    # pixels left when the nearer one is trusted, all 1,600 when its track fails TRACK_SCORE
+    # (the nearer one then keeps only what the farther one does not cover: 0 of its 800).
+    masks = np.stack([rect_mask(100, 10, 120, 50), rect_mask(100, 10, 140, 50)])
+    boxes = np.array([[100.0, 10.0, 120.0, 50.0], [100.0, 10.0, 140.0, 50.0]])
+    trusted = mask_statistics(boxes, masks, [5.0, 10.0], (W, H))
+    untrusted = mask_statistics(boxes, masks, occluder_depth([5.0, 10.0], [0.2, 0.9], 0.4), (W, H))
+    assert trusted.visible_px_mask.tolist() == [800, 800]
+    assert untrusted.visible_px_mask.tolist() == [0, 1600]
+    assert untrusted.visible_px_box.tolist() == [0, 1600]
+    # The hull z-buffer of the segment stage: the same two as hulls, no LiDAR return.
+    hulls = [np.array([[100, 10], [120, 10], [120, 50], [100, 50]], float),
+             np.array([[100, 10], [140, 10], [140, 50], [100, 50]], float)]  # fmt: skip
+    args = (np.array([4.0, 9.0]), np.zeros((0, 3)), (W, H), 2, 0.5)
+    seen = image_geometry(hulls, [5.0, 10.0], *args)
+    np.testing.assert_allclose(seen.hull_occluded_share, [0.0, 0.5])
+    ghost = image_geometry(hulls, occluder_depth([5.0, 10.0], [0.2, 0.9], 0.4), *args)
+    np.testing.assert_allclose(ghost.hull_occluded_share, [1.0, 0.0])
+
+
 def test_segmenter_defaults_and_overrides():
     from autolabel.config import PipelineConfig
     from autolabel.visibility import visibility_defaults

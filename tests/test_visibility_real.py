@@ -64,3 +64,42 @@ def test_visibility_columns_say_what_each_view_rests_on(real_run):
     assert (visibility.lidar_occluded_share[lidar_only] > 0.5).all()
     shares = visibility[["hull_occluded_share", "lidar_occluded_share"]].to_numpy()
     assert np.nanmin(shares) >= 0 and np.nanmax(shares) <= 1
+
+
+def test_a_car_beside_the_ego_counts_by_its_volume_in_view(real_run):
+    """At keyframe 0 a parked car 3.8 m beside the ego (annotation 27) fills the right of
+    CAM_FRONT_RIGHT, but its near end, 2.5 m from the camera, stretches its projected box to
+    thousands of pixels outside the image: the 2D share alone drops it."""
+    from calib.projection import project_points
+
+    clip, _, visibility, joined, _ = real_run
+    view = joined[(joined.frame_index == 0) & (joined.camera == "CAM_FRONT_RIGHT")]
+    view = view[view.annotation == 27].iloc[0]
+    assert view.class_name == "car" and view.distance_m < 4.0 and view.covered_share == 0.0
+    assert view.in_image_fraction < 0.1  # the annotation's own 2D box, by shapely
+    # Its volume share, on a 24^3 lattice (not the pipeline's 8^3) of the annotated box.
+    frame = clip.frames[0]
+    image = frame.cameras["CAM_FRONT_RIGHT"]
+    corners = frame.ground_truth.boxes.corners()[27]
+    t = (np.arange(24) + 0.5) / 24
+    a, b, c = np.meshgrid(t, t, t, indexing="ij")
+    points = (
+        corners[0]
+        + a.reshape(-1, 1) * (corners[1] - corners[0])
+        + b.reshape(-1, 1) * (corners[3] - corners[0])
+        + c.reshape(-1, 1) * (corners[4] - corners[0])
+    )
+    cal = image.calibration
+    uv, z = project_points(
+        cal.intrinsic, image.global_SE3_camera.inverse().transform_points(points)
+    )
+    inside = (z > 0.1) & (uv[:, 0] >= 0) & (uv[:, 0] <= cal.width_px)
+    inside &= (uv[:, 1] >= 0) & (uv[:, 1] <= cal.height_px)
+    assert inside.mean() >= 0.65
+    row = visibility[
+        (visibility.frame_index == 0)
+        & (visibility.camera == "CAM_FRONT_RIGHT")
+        & (visibility.track_id == view.track_id)
+    ].iloc[0]
+    assert abs(row.volume_in_image - inside.mean()) < 0.05
+    assert row.keep, row
