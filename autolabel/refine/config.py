@@ -19,11 +19,12 @@ _POSITIVE = (
 _NON_NEGATIVE = (
     "static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps",
     "flow_lane_half_width_m", "flow_clearance_m", "support_returns_scale", "wall_column_m",
-    "wall_min_density", "extend_moving_s", "extend_clear_m",
+    "wall_min_density", "extend_moving_s", "extend_clear_m", "hugging_max_ratio",
 )  # fmt: skip
 _UNIT = (
     "min_track_score", "tower_score_factor", "wall_min_overlap", "wall_score_factor",
     "panel_min_fill", "facade_score_factor", "facade_max_flatness", "size_quantile",
+    "hugging_score_factor",
 )  # fmt: skip
 _UNIT_ABOVE_0 = ("duplicate_min_shared", "cabin_max_roof_span", "extend_score_factor")
 
@@ -133,6 +134,15 @@ class RefineConfig:
             a wall or a building's corner, of any class, static or not (a track the ego's motion
             slides along a wall moves); a vehicle's body ends at its top, and a canopy over a
             car spreads over its roof, not on its faces (0 ``wall_column_m``: no such test).
+        hugging_max_ratio, hugging_score_factor: ... and times ``hugging_score_factor`` where a
+            bicycle or motorcycle track's boxes are hugged by returns: over the track, more than
+            ``hugging_max_ratio`` times as many returns in the gathering margin around its
+            refined boxes' footprints (0.3 m) as inside them. A two-wheeler is narrow and rides
+            or stands with room around it; returns pressed against its box from outside mean a
+            two-wheeler-sized piece of something larger, a vehicle's side or end above all.
+            Set on synthetic seeds 5 and 13 (the returns of the fragments of vehicles the
+            detector called motorcycles: a ratio of 0.4 and more; of most two-wheelers: below
+            0.1).
         extend_tracks, extend_min_returns, extend_clear_m, extend_score_factor,
             extend_moving_s: carry each track outwards from its span, keyframe by keyframe, to
             the keyframes where its box still holds at least ``extend_min_returns`` returns of
@@ -192,6 +202,8 @@ class RefineConfig:
     wall_min_overlap: float = 0.6
     wall_min_density: float = 0.25
     wall_score_factor: float = 0.2
+    hugging_max_ratio: float = 0.4
+    hugging_score_factor: float = 0.2
     extend_tracks: bool = True
     extend_min_returns: int = 3
     extend_clear_m: float = 2.0

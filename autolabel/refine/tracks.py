@@ -589,6 +589,8 @@ def _rescored(refined: list[Boxes3D], evidence, cfg: RefineConfig) -> list[Boxes
         wall_min_overlap=cfg.wall_min_overlap,
         wall_min_density=cfg.wall_min_density,
         wall_factor=cfg.wall_score_factor,
+        hugging_max_ratio=cfg.hugging_max_ratio,
+        hugging_factor=cfg.hugging_score_factor,
     )
 
 
