@@ -20,13 +20,16 @@ _NON_NEGATIVE = (
     "static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps",
     "flow_lane_half_width_m", "flow_clearance_m", "support_returns_scale", "wall_column_m",
     "wall_min_density", "extend_moving_s", "extend_clear_m", "hugging_max_ratio",
+    "riding_reach_m", "riding_max_dv_mps",
 )  # fmt: skip
 _UNIT = (
     "min_track_score", "tower_score_factor", "wall_min_overlap", "wall_score_factor",
     "panel_min_fill", "facade_score_factor", "facade_max_flatness", "size_quantile",
     "hugging_score_factor",
 )  # fmt: skip
-_UNIT_ABOVE_0 = ("duplicate_min_shared", "cabin_max_roof_span", "extend_score_factor")
+_UNIT_ABOVE_0 = (
+    "duplicate_min_shared", "cabin_max_roof_span", "extend_score_factor", "riding_min_shared",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,14 @@ class RefineConfig:
         duplicate_inside: ... and so is a track (not a cone or a barrier) whose boxes' centres
             lie inside the heavier track's boxes (footprint, no smaller than its own) that often,
             whatever the distance of the centres.
+        drop_riding_along, riding_reach_m, riding_max_dv_mps, riding_min_shared: a refined
+            bicycle or motorcycle track whose centre lies, in at least ``riding_min_shared`` of
+            its keyframes, on a refined vehicle's footprint lengthened by ``riding_reach_m`` at
+            both ends (across: within its half width), moving with it (velocities within
+            ``riding_max_dv_mps``), is a piece of that vehicle the detector cut off, and goes
+            (``autolabel.refine.duplicates.riding_along``): riders keep a following distance,
+            and filtering between lanes puts them beside a vehicle, not on its axis. Set on
+            synthetic seed 5.
         position_sigma_m: standard deviation of a detected centre (the smoother's measurement
             noise).
         velocity_sigma_mps: standard deviation of a detector velocity where it gives one.
@@ -159,6 +170,10 @@ class RefineConfig:
     duplicate_distance_m: float = 1.0
     duplicate_min_shared: float = 0.5
     duplicate_inside: bool = True
+    drop_riding_along: bool = True
+    riding_reach_m: float = 1.5
+    riding_max_dv_mps: float = 2.0
+    riding_min_shared: float = 0.3
     position_sigma_m: float = 0.4
     velocity_sigma_mps: float = 1.0
     accel_psd: float = 2.0

@@ -52,7 +52,7 @@ import numpy as np
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.refine.config import RefineConfig
-from autolabel.refine.duplicates import duplicate_of
+from autolabel.refine.duplicates import duplicate_of, riding_along
 from autolabel.refine.joining import join_fragments
 from autolabel.refine.smoothing import smooth_tracks
 from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes, frame_sets
@@ -63,6 +63,10 @@ STATIC_CLASSES = np.isin(np.asarray(DETECTION_CLASSES), ["traffic_cone", "barrie
 #: Classes whose cabin sits behind the middle of the body (cars: the bonnet outlasts the boot).
 CABIN_CLASSES = np.array([DETECTION_CLASSES.index("car")])
 CLASS_CAR = DETECTION_CLASSES.index("car")
+TWO_WHEELERS = [DETECTION_CLASSES.index(c) for c in ("bicycle", "motorcycle")]
+VEHICLES = [
+    DETECTION_CLASSES.index(c) for c in ("car", "truck", "bus", "trailer", "construction_vehicle")
+]
 
 
 @dataclass
@@ -81,6 +85,7 @@ class RefineSummary:
     boxes_filled: int
     joined: int = 0
     boxes_extended: int = 0
+    riding_along: int = 0
 
     def counts(self) -> dict[str, int]:
         """The stage counts: every field, and ``tracks_rejected`` (in minus out)."""
@@ -532,6 +537,23 @@ def refine_tracks(
         frame="global",
     )
     keep_row = keep[t_of_row]
+    n_riding = 0
+    if cfg.drop_riding_along:
+        # On the refined boxes: one size per track and lag-free velocities.
+        kept = np.flatnonzero(keep_row)
+        riding = riding_along(
+            out[kept],
+            table.frame_index[kept],
+            np.isin(label, TWO_WHEELERS)[t_of_row[kept]],
+            np.isin(label, VEHICLES)[t_of_row[kept]],
+            cfg.riding_reach_m,
+            cfg.riding_max_dv_mps,
+            cfg.riding_min_shared,
+        )
+        dropped = np.isin(table.track_id, riding)
+        n_riding = int(dropped.sum())
+        keep &= ~dropped
+        keep_row = keep[t_of_row]
     out = out[keep_row]
     refined = frame_sets(out, table.frame_index[keep_row], len(times))
     n_extended = 0
@@ -564,6 +586,7 @@ def refine_tracks(
         boxes_filled=int((~obs[keep_row]).sum()),
         joined=n_joined,
         boxes_extended=n_extended,
+        riding_along=n_riding,
     )
     return refined, summary
 
