@@ -218,12 +218,17 @@ def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate():
     bus = sized(3, "bus", [-1.0, -0.8], [2.9, 11.0])
     clip = merge(car, moto, cone, bus)
     for cfg, kept in (
-        (RefineConfig(duplicate_inside=False), [0, 1, 2, 3]),
-        (RefineConfig(), [0, 2, 3]),
+        (RefineConfig(duplicate_inside=False, drop_riding_along=False), [0, 1, 2, 3]),
+        (RefineConfig(drop_riding_along=False), [0, 2, 3]),
     ):
         refined, summary = refine_tracks(TIMES, clip, cfg)
         assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == kept
         assert summary.duplicates == 4 - len(kept)
+    # Not a duplicate, the motorcycle still rides on the car's axis at its velocity: a piece of
+    # it (1.5 m from its centre, within the 2.25 + 1.5 m reach).
+    refined, summary = refine_tracks(TIMES, clip, RefineConfig(duplicate_inside=False))
+    assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == [0, 2, 3]
+    assert summary.duplicates == 0 and summary.riding_along == 1
 
 
 def test_an_inside_duplicate_does_not_vote_for_its_owners_class():

@@ -1,5 +1,6 @@
 """Tracks that follow the same object under another class (the detector's runner-up class of one
-cluster is tracked separately): which track each of them duplicates."""
+cluster is tracked separately): which track each of them duplicates; and two-wheeler tracks that
+ride along a vehicle, pieces the detector cut off it (:func:`riding_along`)."""
 
 from __future__ import annotations
 
