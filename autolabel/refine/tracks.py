@@ -36,8 +36,8 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 10. rescoring: where LiDAR returns were gathered, each refined track's score is scaled by the
    evidence of the returns inside its refined boxes (one size and pose per track, unlike the
    detector's boxes), taken from the keyframe returns gathered for step 3
-   (:func:`autolabel.refine.classify.rescore_tracks`): walls and fences rank below objects, and
-   so do two-wheelers hugged by returns (pieces of something larger).
+   (:func:`autolabel.refine.classify.rescore_tracks`): walls and fences rank below objects (and,
+   on request, two-wheelers hugged by returns: pieces of something larger).
 
 Before step 9, refined bicycle and motorcycle tracks that ride along a refined vehicle (on its
 axis, just past its ends, at its velocity) are pieces of it and go
