@@ -218,12 +218,17 @@ def test_a_track_inside_a_heavier_ones_boxes_is_its_duplicate():
     bus = sized(3, "bus", [-1.0, -0.8], [2.9, 11.0])
     clip = merge(car, moto, cone, bus)
     for cfg, kept in (
-        (RefineConfig(duplicate_inside=False), [0, 1, 2, 3]),
-        (RefineConfig(), [0, 2, 3]),
+        (RefineConfig(duplicate_inside=False, drop_riding_along=False), [0, 1, 2, 3]),
+        (RefineConfig(drop_riding_along=False), [0, 2, 3]),
     ):
         refined, summary = refine_tracks(TIMES, clip, cfg)
         assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == kept
         assert summary.duplicates == 4 - len(kept)
+    # Not a duplicate, the motorcycle still rides on the car's axis at its velocity: a piece of
+    # it (1.5 m from its centre, within the 2.25 + 1.5 m reach).
+    refined, summary = refine_tracks(TIMES, clip, RefineConfig(duplicate_inside=False))
+    assert np.unique(np.concatenate([b.track_id for b in refined])).tolist() == [0, 2, 3]
+    assert summary.duplicates == 0 and summary.riding_along == 1
 
 
 def test_an_inside_duplicate_does_not_vote_for_its_owners_class():
@@ -609,3 +614,46 @@ def test_a_static_truck_without_a_side_panel_is_clutter():
         assert summary.clutter == 0
     with pytest.raises(ValueError, match="panel_min_fill"):
         RefineConfig(panel_min_fill=1.5)
+
+
+def test_two_wheelers_riding_along_a_vehicle_are_pieces_of_it():
+    from autolabel.refine.duplicates import riding_along
+
+    # Keyframe 0: a car (4.5 x 1.9 m, heading +x at 10 m/s) at the origin and five two-wheelers.
+    # (x, y, vx) of each: A 3.5 m ahead on its axis at 10.5 m/s (3.5 <= 2.25 + 1.5, dv 0.5): on
+    # it; B 4 m ahead (beyond 3.75); C 1.2 m beside it (beyond the half width 0.95, filtering);
+    # D in line but at 5 m/s (dv 5); E as A. Keyframes 1-3: A once more, E three more times, no
+    # car: A rides along in 1 of its 2 keyframes (0.5 >= 0.3), E in 1 of 4 (0.25).
+    rows = [  # frame, track, x, y, vx, vy, label
+        (0, 0, 0.0, 0.0, 10.0, 0.0, "car"),
+        (0, 1, 3.5, 0.3, 10.5, 0.0, "motorcycle"),
+        (0, 2, 4.0, 0.0, 10.0, 0.0, "motorcycle"),
+        (0, 3, 3.0, 1.2, 10.0, 0.0, "bicycle"),
+        (0, 4, 3.0, 0.0, 5.0, 0.0, "bicycle"),
+        (0, 5, -3.5, 0.0, 10.0, 0.0, "bicycle"),
+        (1, 1, 8.5, 0.3, 10.5, 0.0, "motorcycle"),
+        *[(f, 5, 5.0 * f, 0.0, 10.0, 0.0, "bicycle") for f in (1, 2, 3)],
+    ]
+    frame, tid, x, y, vx, vy, cls = (np.array(c) for c in zip(*rows, strict=True))
+    label = np.array([class_index(c) for c in cls])
+    n = len(rows)
+    boxes = Boxes3D(
+        center_m=np.column_stack([x, y, np.full(n, 0.8)]),
+        size_wlh_m=np.where(
+            (label == class_index("car"))[:, None], [1.9, 4.5, 1.6], [0.8, 2.1, 1.5]
+        ),
+        yaw_rad=np.zeros(n),
+        velocity_mps=np.column_stack([vx, vy]),
+        label=label,
+        score=np.full(n, 0.5),
+        track_id=tid,
+    )
+    car = label == class_index("car")
+    assert riding_along(boxes, frame, ~car, car, 1.5, 2.0, 0.3).tolist() == [1]
+    # E rides along in 1 of its 4 keyframes: with 0.25 it goes too.
+    assert riding_along(boxes, frame, ~car, car, 1.5, 2.0, 0.25).tolist() == [1, 5]
+    # Reaching 1.8 m past the car's end takes B (4 <= 2.25 + 1.8) as well.
+    assert riding_along(boxes, frame, ~car, car, 1.8, 2.0, 0.3).tolist() == [1, 2]
+    for key, value in (("riding_reach_m", -1.0), ("riding_min_shared", 0.0)):
+        with pytest.raises(ValueError, match=key):
+            RefineConfig(**{key: value})

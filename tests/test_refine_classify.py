@@ -122,6 +122,37 @@ def test_tracks_taller_than_any_vehicle_rank_below_objects():
     assert off[0].score.tolist() == pytest.approx([0.16, 0.8, 0.8, 0.8, 0.8])
 
 
+def test_two_wheelers_hugged_by_returns_rank_below_objects():
+    # Returns just outside the 4.5 x 1.9 boxes, within the 0.3 m gathering margin: a vehicle's
+    # side running on past a two-wheeler-sized piece of it.
+    side = np.column_stack([np.linspace(-2.0, 2.0, 10), np.full(10, 1.1), np.full(10, 1.0)])
+    still = np.zeros(N)
+    at = [np.tile([8.0, 4.0 * k], (N, 1)) for k in range(5)]
+    tracks = merge(
+        track_boxes(0, "motorcycle", at[0], still),  # hugged: 10 around, 20 inside
+        track_boxes(1, "motorcycle", at[1], still),  # room around it: 2 around, 20 inside
+        track_boxes(2, "car", at[2], still),  # hugged, but a car (parked in a row)
+        track_boxes(3, "bicycle", at[3], still),  # nothing inside, 2 around
+        track_boxes(4, "bicycle", at[4], still),  # 8 around, 20 inside: at the bound
+    )
+    per_box = [
+        np.concatenate([OUTLINE, side]), np.concatenate([OUTLINE, OUTSIDE]),
+        np.concatenate([OUTLINE, side]), OUTSIDE, np.concatenate([OUTLINE, side[:8]]),
+    ]  # fmt: skip
+    boxes = Boxes3D.concatenate(tracks)
+    _, track_of_box = np.unique(boxes.track_id, return_inverse=True)
+    shape = shape_evidence(track_of_box, 5, boxes, _evidence(per_box), min_points=20)
+    # Per box (the same in every keyframe): returns around / returns inside.
+    assert shape.hugging.tolist() == pytest.approx([10 / 20, 2 / 20, 10 / 20, math.inf, 8 / 20])
+    # No facade, tower or support terms (factor 1, bounds off): only the hugging test.
+    out = rescore_tracks(
+        tracks, _evidence(per_box), 0.0, 0.1, 0.5, 1.0, hugging_max_ratio=0.4, hugging_factor=0.2
+    )
+    assert out[0].score.tolist() == pytest.approx([0.16, 0.8, 0.8, 0.16, 0.8])
+    off = rescore_tracks(tracks, _evidence(per_box), 0.0, 0.1, 0.5, 1.0)
+    assert off[0].score.tolist() == pytest.approx([0.8] * 5)
+
+
 def test_rescoring_is_in_the_refine_config_and_validated():
     assert RefineConfig().evidence_score
     for key, value in (
@@ -134,6 +165,9 @@ def test_rescoring_is_in_the_refine_config_and_validated():
         ("wall_min_overlap", 1.5),
         ("wall_min_density", -0.5),
         ("wall_score_factor", 2.0),
+        ("hugging_max_ratio", -0.1),
+        ("hugging_score_factor", 1.5),
+        ("hugging_score_factor", math.nan),
     ):
         with pytest.raises(ConfigError, match=f"refine_options.*{key}"):
             PipelineConfig(refine_options={key: value})

@@ -296,13 +296,16 @@ class ShapeEvidence:
     less than a line of ``MIN_LINE_LENGTH_M`` along their main axis), ``speed_mps`` (median speed
     of its boxes), ``top_m`` (the ``TOP_QUANTILE`` quantile of its stacked returns' heights
     above the ground, metres; NaN with fewer than ``min_points`` returns), ``column`` (what
-    stands over its boxes, :class:`ColumnEvidence`; None where the evidence has no column)."""
+    stands over its boxes, :class:`ColumnEvidence`; None where the evidence has no column),
+    ``hugging`` (the returns in the evidence's margin around its boxes' footprints, all boxes
+    together, over those inside them; NaN without returns inside; None where not computed)."""
 
     returns: np.ndarray
     flatness: np.ndarray
     speed_mps: np.ndarray
     top_m: np.ndarray
     column: ColumnEvidence | None = None
+    hugging: np.ndarray | None = None
 
 
 @dataclass
@@ -413,13 +416,20 @@ def shape_evidence(
     column = None
     if evidence.above_box is not None and evidence.above_m > 0:
         column = column_evidence(track_of_box, n_tracks, boxes, evidence)
-    return ShapeEvidence(returns, flatness, speed, top, column)
+    # The evidence holds the returns of each footprint grown by its margin: those not inside
+    # lie in the band around the box.
+    around = np.bincount(track_of_box[evidence.box[~inside]], minlength=n_tracks)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hugging = np.where(n_in > 0, around / n_in, np.where(around > 0, np.inf, np.nan))
+    return ShapeEvidence(returns, flatness, speed, top, column, hugging)
 
 
 #: Classes whose returns may lie on one line, so no facade test: a barrier by nature; a truck, a
 #: bus or a trailer seen from its side (a flat panel as long and as high as a house front; by
 #: shape the two are one).
 LINE_CLASSES = [CLASS_INDEX[c] for c in ("barrier", "truck", "bus", "trailer")]
+#: Classes of narrow road users that ride with room around them (the hugging test).
+NARROW_CLASSES = [CLASS_INDEX[c] for c in ("bicycle", "motorcycle")]
 
 
 def evidence_factor(
@@ -435,6 +445,8 @@ def evidence_factor(
     wall_min_density: float = 0.0,
     wall_factor: float = 1.0,
     wall_min_returns: float = 0.0,
+    hugging_max_ratio: float = np.inf,
+    hugging_factor: float = 1.0,
 ) -> np.ndarray:
     """(T,) factor in [0, 1] on each refined track's score from its returns:
     ``1 - exp(-returns / returns_scale)`` (a track whose boxes hold almost no returns is backed
@@ -449,7 +461,13 @@ def evidence_factor(
     ``wall_min_returns`` returns in the column, lying where the boxes' returns lie, overlap at
     least ``wall_min_overlap``, density at least ``wall_min_density`` of the boxes'): a wall
     or a building's corner, whatever its class or motion; a vehicle's body ends at its box's top
-    (nothing over it, or a canopy elsewhere than its faces)."""
+    (nothing over it, or a canopy elsewhere than its faces). Times ``hugging_factor`` for a
+    two-wheeler (``NARROW_CLASSES``) whose boxes are hugged by returns: more than
+    ``hugging_max_ratio`` times as many in the band around its footprints (the evidence's
+    margin) as inside them (:attr:`ShapeEvidence.hugging`). A bicycle or a motorcycle is a narrow
+    object with room around it (it needs it to ride, a rider to get on); returns pressed
+    against its box from outside mean the box is a two-wheeler-sized piece cut from something
+    larger (a vehicle's side or end, a hedge, a barrier)."""
     support = np.ones(len(shape.returns))
     if returns_scale > 0:
         support = 1.0 - np.exp(-np.nan_to_num(shape.returns) / returns_scale)
@@ -468,7 +486,11 @@ def evidence_factor(
                 & (col.overlap >= wall_min_overlap)
                 & (col.density >= wall_min_density)
             )
+        hugged = np.zeros(len(label), bool)
+        if shape.hugging is not None:
+            hugged = np.isin(label, NARROW_CLASSES) & (shape.hugging > hugging_max_ratio)
     factor = np.where(facade, facade_factor, 1.0) * np.where(tower, tower_factor, 1.0)
+    factor = factor * np.where(hugged, hugging_factor, 1.0)
     return support * factor * np.where(wall, wall_factor, 1.0)
 
 
@@ -485,6 +507,8 @@ def rescore_tracks(
     wall_min_overlap: float = np.inf,
     wall_min_density: float = 0.0,
     wall_factor: float = 1.0,
+    hugging_max_ratio: float = np.inf,
+    hugging_factor: float = 1.0,
 ) -> list[Boxes3D]:
     """Refined ``tracks`` (one box per track and keyframe, one class per track) with every box's
     score times its track's :func:`evidence_factor`; ``evidence``: the returns of
@@ -510,6 +534,8 @@ def rescore_tracks(
         wall_min_density,
         wall_factor,
         min_points,
+        hugging_max_ratio,
+        hugging_factor,
     )
     out, start = [], 0
     for b in tracks:  # the clip's keyframes, not its objects

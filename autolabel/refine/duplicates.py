@@ -1,5 +1,6 @@
 """Tracks that follow the same object under another class (the detector's runner-up class of one
-cluster is tracked separately): which track each of them duplicates."""
+cluster is tracked separately): which track each of them duplicates; and two-wheeler tracks that
+ride along a vehicle, pieces the detector cut off it (:func:`riding_along`)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,60 @@ def duplicate_of(
     first = np.unique(a, return_index=True)[1]
     owner[a[first]] = uniq[b[first]]
     return uniq, owner
+
+
+def riding_along(
+    boxes: Boxes3D,
+    frame_of: np.ndarray,
+    riders: np.ndarray,
+    hosts: np.ndarray,
+    reach_m: float,
+    max_dv_mps: float,
+    min_shared: float,
+) -> np.ndarray:
+    """Track ids of ``riders`` boxes that ride along a ``hosts`` box: in at least ``min_shared``
+    of the rider track's keyframes, its centre lies on a host box's footprint lengthened by
+    ``reach_m`` at both ends (across: within the host's half width) and its velocity differs
+    from the host's by at most ``max_dv_mps``.
+
+    A vehicle the detector cut in two leaves a two-wheeler-sized piece at its front or back (its
+    bonnet, a trailer's drawbar end), in line with it and moving with it; a real two-wheeler
+    does not hold station within a metre or so of a vehicle's end, on its axis, at its speed
+    (riders keep a following distance; filtering between lanes puts them beside, not in
+    line).
+
+    Args:
+        boxes: (N,) refined boxes of a clip (global frame, one size per track).
+        frame_of: (N,) keyframe of each box.
+        riders, hosts: (N,) bool, the boxes that may ride along (two-wheelers) and those they
+            may ride along (vehicles).
+        reach_m, max_dv_mps, min_shared: see above.
+
+    Returns:
+        The sorted unique track ids of the rider tracks that ride along a host.
+    """
+    if not np.any(riders) or not np.any(hosts):
+        return np.empty(0, boxes.track_id.dtype)
+    xy, v = boxes.center_m[:, :2], np.nan_to_num(boxes.velocity_mps)
+    on = np.zeros(len(boxes), bool)
+    order = np.argsort(frame_of, kind="stable")
+    bounds = np.searchsorted(frame_of[order], np.arange(frame_of.max() + 2))
+    for f in range(len(bounds) - 1):  # keyframes (tens per clip), vectorised inside
+        rows = order[bounds[f] : bounds[f + 1]]
+        r, h = rows[riders[rows]], rows[hosts[rows]]
+        if len(r) == 0 or len(h) == 0:
+            continue
+        rel = xy[r, None, :] - xy[None, h, :]
+        c, s = np.cos(boxes.yaw_rad[h])[None, :], np.sin(boxes.yaw_rad[h])[None, :]
+        along = np.abs(c * rel[..., 0] + s * rel[..., 1])
+        across = np.abs(-s * rel[..., 0] + c * rel[..., 1])
+        dv = np.linalg.norm(v[r, None, :] - v[None, h, :], axis=2)
+        hit = (
+            (along <= boxes.size_wlh_m[h, 1][None, :] / 2 + reach_m)
+            & (across <= boxes.size_wlh_m[h, 0][None, :] / 2)
+            & (dv <= max_dv_mps)
+        )
+        on[r] = hit.any(axis=1)
+    ids, col = np.unique(boxes.track_id[riders], return_inverse=True)
+    share = np.bincount(col, weights=on[riders], minlength=len(ids)) / np.bincount(col)
+    return ids[share >= min_shared]

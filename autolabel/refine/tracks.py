@@ -36,7 +36,12 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 10. rescoring: where LiDAR returns were gathered, each refined track's score is scaled by the
    evidence of the returns inside its refined boxes (one size and pose per track, unlike the
    detector's boxes), taken from the keyframe returns gathered for step 3
-   (:func:`autolabel.refine.classify.rescore_tracks`): walls and fences rank below objects.
+   (:func:`autolabel.refine.classify.rescore_tracks`): walls and fences rank below objects (and,
+   on request, two-wheelers hugged by returns: pieces of something larger).
+
+Before step 9, refined bicycle and motorcycle tracks that ride along a refined vehicle (on its
+axis, just past its ends, at its velocity) are pieces of it and go
+(:func:`autolabel.refine.duplicates.riding_along`).
 
 Arrays throughout: the per-track work is grouped reductions and numba kernels over all rows.
 """
@@ -52,7 +57,7 @@ import numpy as np
 from autolabel.boxes import Boxes3D
 from autolabel.classes import DETECTION_CLASSES
 from autolabel.refine.config import RefineConfig
-from autolabel.refine.duplicates import duplicate_of
+from autolabel.refine.duplicates import duplicate_of, riding_along
 from autolabel.refine.joining import join_fragments
 from autolabel.refine.smoothing import smooth_tracks
 from autolabel.refine.track_table import TrackTable, build_track_table, clip_boxes, frame_sets
@@ -64,6 +69,10 @@ STATIC_CLASSES = np.isin(np.asarray(DETECTION_CLASSES), ["traffic_cone", "barrie
 #: Classes whose cabin sits behind the middle of the body (cars: the bonnet outlasts the boot).
 CABIN_CLASSES = np.array([DETECTION_CLASSES.index("car")])
 CLASS_CAR = DETECTION_CLASSES.index("car")
+TWO_WHEELERS = [DETECTION_CLASSES.index(c) for c in ("bicycle", "motorcycle")]
+VEHICLES = [
+    DETECTION_CLASSES.index(c) for c in ("car", "truck", "bus", "trailer", "construction_vehicle")
+]
 
 
 @dataclass
@@ -82,6 +91,7 @@ class RefineSummary:
     boxes_filled: int
     joined: int = 0
     boxes_extended: int = 0
+    riding_along: int = 0
     # The traffic side the flow rule took (1: left-hand traffic) and whether the log's location
     # gave it (``traffic_side: auto``); counts, so that the manifest keeps them.
     left_hand_traffic: int = 0
@@ -544,6 +554,23 @@ def refine_tracks(
         frame="global",
     )
     keep_row = keep[t_of_row]
+    n_riding = 0
+    if cfg.drop_riding_along:
+        # On the refined boxes: one size per track and lag-free velocities.
+        kept = np.flatnonzero(keep_row)
+        riding = riding_along(
+            out[kept],
+            table.frame_index[kept],
+            np.isin(label, TWO_WHEELERS)[t_of_row[kept]],
+            np.isin(label, VEHICLES)[t_of_row[kept]],
+            cfg.riding_reach_m,
+            cfg.riding_max_dv_mps,
+            cfg.riding_min_shared,
+        )
+        dropped = np.isin(table.track_id, riding)
+        n_riding = int(dropped.sum())
+        keep &= ~dropped
+        keep_row = keep[t_of_row]
     out = out[keep_row]
     refined = frame_sets(out, table.frame_index[keep_row], len(times))
     n_extended = 0
@@ -576,6 +603,7 @@ def refine_tracks(
         boxes_filled=int((~obs[keep_row]).sum()),
         joined=n_joined,
         boxes_extended=n_extended,
+        riding_along=n_riding,
         left_hand_traffic=int(traffic_side == "left"),
         traffic_side_from_location=int(side_from_location),
     )
@@ -603,6 +631,8 @@ def _rescored(refined: list[Boxes3D], evidence, cfg: RefineConfig) -> list[Boxes
         wall_min_overlap=cfg.wall_min_overlap,
         wall_min_density=cfg.wall_min_density,
         wall_factor=cfg.wall_score_factor,
+        hugging_max_ratio=cfg.hugging_max_ratio,
+        hugging_factor=cfg.hugging_score_factor,
     )
 
 
