@@ -654,6 +654,11 @@ def test_two_wheelers_riding_along_a_vehicle_are_pieces_of_it():
     assert riding_along(boxes, frame, ~car, car, 1.5, 2.0, 0.25).tolist() == [1, 5]
     # Reaching 1.8 m past the car's end takes B (4 <= 2.25 + 1.8) as well.
     assert riding_along(boxes, frame, ~car, car, 1.8, 2.0, 0.3).tolist() == [1, 2]
-    for key, value in (("riding_reach_m", -1.0), ("riding_min_shared", 0.0)):
+    # Only hosts moving at >= 10 m/s count: the car does (10.0), so A still goes; at 10.5 none.
+    assert riding_along(boxes, frame, ~car, car, 1.5, 2.0, 0.3, 10.0).tolist() == [1]
+    assert riding_along(boxes, frame, ~car, car, 1.5, 2.0, 0.3, 10.5).tolist() == []
+    for key, value in (
+        ("riding_reach_m", -1.0), ("riding_min_shared", 0.0), ("riding_min_speed_mps", -0.5)
+    ):  # fmt: skip
         with pytest.raises(ValueError, match=key):
             RefineConfig(**{key: value})

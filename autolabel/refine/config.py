@@ -21,7 +21,7 @@ _NON_NEGATIVE = (
     "static_max_speed_mps", "heading_from_motion_mps", "join_gate_rate_mps",
     "flow_lane_half_width_m", "flow_clearance_m", "support_returns_scale", "wall_column_m",
     "wall_min_density", "extend_moving_s", "extend_clear_m", "hugging_max_ratio",
-    "riding_reach_m", "riding_max_dv_mps",
+    "riding_reach_m", "riding_max_dv_mps", "riding_min_speed_mps",
 )  # fmt: skip
 _UNIT = (
     "min_track_score", "tower_score_factor", "wall_min_overlap", "wall_score_factor",
@@ -57,6 +57,10 @@ class RefineConfig:
             (``autolabel.refine.duplicates.riding_along``): riders keep a following distance,
             and filtering between lanes puts them beside a vehicle, not on its axis. Set on
             synthetic seed 5.
+        riding_min_speed_mps: only vehicles moving at least this fast carry riders (0: parked
+            ones too). A motorcycle parked in line behind a parked car, closer than
+            ``riding_reach_m`` to it, goes at 0; at 1 m/s the parked cars' pieces stay as well:
+            AMOTA on synthetic seeds 5 and 13 (tuned on) 0.537 -> 0.526 and 0.590 -> 0.579.
         position_sigma_m: standard deviation of a detected centre (the smoother's measurement
             noise).
         velocity_sigma_mps: standard deviation of a detector velocity where it gives one.
@@ -183,6 +187,7 @@ class RefineConfig:
     riding_reach_m: float = 1.5
     riding_max_dv_mps: float = 2.0
     riding_min_shared: float = 0.3
+    riding_min_speed_mps: float = 0.0
     position_sigma_m: float = 0.4
     velocity_sigma_mps: float = 1.0
     accel_psd: float = 2.0

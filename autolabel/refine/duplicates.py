@@ -96,6 +96,7 @@ def riding_along(
     reach_m: float,
     max_dv_mps: float,
     min_shared: float,
+    min_speed_mps: float = 0.0,
 ) -> np.ndarray:
     """Track ids of ``riders`` boxes that ride along a ``hosts`` box: in at least ``min_shared``
     of the rider track's keyframes, its centre lies on a host box's footprint lengthened by
@@ -114,6 +115,8 @@ def riding_along(
         riders, hosts: (N,) bool, the boxes that may ride along (two-wheelers) and those they
             may ride along (vehicles).
         reach_m, max_dv_mps, min_shared: see above.
+        min_speed_mps: only hosts moving at least this fast (m/s) carry riders (0: parked ones
+            too).
 
     Returns:
         The sorted unique track ids of the rider tracks that ride along a host.
@@ -138,6 +141,7 @@ def riding_along(
             (along <= boxes.size_wlh_m[h, 1][None, :] / 2 + reach_m)
             & (across <= boxes.size_wlh_m[h, 0][None, :] / 2)
             & (dv <= max_dv_mps)
+            & (np.linalg.norm(v[h], axis=1) >= min_speed_mps)[None, :]
         )
         on[r] = hit.any(axis=1)
     ids, col = np.unique(boxes.track_id[riders], return_inverse=True)

@@ -566,6 +566,7 @@ def refine_tracks(
             cfg.riding_reach_m,
             cfg.riding_max_dv_mps,
             cfg.riding_min_shared,
+            cfg.riding_min_speed_mps,
         )
         dropped = np.isin(table.track_id, riding)
         n_riding = int(dropped.sum())
