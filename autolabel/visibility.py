@@ -24,9 +24,10 @@ Rules (each configurable, checked in this order; a candidate is kept when none f
    only on views that no rule reading neither mask nor image rejects (IN_IMAGE, LIDAR_POINTS,
    HULL_OCCLUDED, LIDAR_OCCLUDED: ``rejected_without_mask``, IN_IMAGE by the 2D box alone): a
    box cut by the image edge (a view kept on its volume share too) or a mostly hidden object is
-   no view to judge its track by, and its evidence was most of the segment stage's cost. A track of a class in ``image_evidence_lidar_classes`` (the geometric
-   segmenter's: cars) whose median view holds at least ``image_evidence_max_points`` LiDAR
-   returns is judged by the LiDAR alone: on PandaSet-002 the colour model scored 10 real car
+   no view to judge its track by, and its evidence was most of the segment stage's cost. A
+   track of a class in ``image_evidence_lidar_classes`` (the geometric segmenter's: cars)
+   whose median view holds at least ``image_evidence_max_points`` LiDAR returns is judged by
+   the LiDAR alone: on PandaSet-002 the colour model scored 10 real car
    tracks of 125-1,800 returns (cars parked beside the ego, grey on grey, cut by the image's
    edge) below the threshold and a single false positive (9 returns); the synthetic demo's false
    positives it catches hold 2-5. The larger classes keep the check: their known dense false

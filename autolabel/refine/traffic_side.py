@@ -15,8 +15,8 @@ import re
 #: Places of public driving datasets' logs (nuScenes, nuPlan, Argoverse, Waymo, Lyft, PandaSet,
 #: KITTI, ONCE, ZOD) and of countries that drive on the left, as words of a location string.
 _LEFT_HAND = (
-    "singapore", "sg-one-north", "london", "united-kingdom", "uk", "japan", "tokyo", "osaka", "hong-kong",
-    "hongkong", "australia", "sydney", "melbourne", "new-zealand", "india", "mumbai",
+    "singapore", "sg-one-north", "london", "united-kingdom", "uk", "japan", "tokyo", "osaka",
+    "hong-kong", "hongkong", "australia", "sydney", "melbourne", "new-zealand", "india", "mumbai",
     "bangalore", "thailand", "bangkok", "malaysia", "kuala-lumpur", "indonesia", "jakarta",
     "ireland", "dublin", "south-africa",
 )  # fmt: skip
