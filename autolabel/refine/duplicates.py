@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autolabel.boxes import Boxes3D
+from autolabel.refine.track_table import frame_rows
 
 
 def duplicate_of(
@@ -41,12 +42,9 @@ def duplicate_of(
     owner = np.full(len(uniq), -1, np.int64)
     if len(boxes) == 0:
         return uniq, owner
-    order = np.argsort(frame_of, kind="stable")
-    bounds = np.searchsorted(frame_of[order], np.arange(frame_of.max() + 2))
     pair_a, pair_b = [], []
     xy = boxes.center_m[:, :2]
-    for f in range(len(bounds) - 1):  # keyframes (tens per clip), vectorised inside
-        rows = order[bounds[f] : bounds[f + 1]]
+    for rows in frame_rows(frame_of):  # keyframes (tens per clip), vectorised inside
         if len(rows) < 2:
             continue
         rel = xy[rows, None, :] - xy[None, rows, :]
@@ -125,10 +123,7 @@ def riding_along(
         return np.empty(0, boxes.track_id.dtype)
     xy, v = boxes.center_m[:, :2], np.nan_to_num(boxes.velocity_mps)
     on = np.zeros(len(boxes), bool)
-    order = np.argsort(frame_of, kind="stable")
-    bounds = np.searchsorted(frame_of[order], np.arange(frame_of.max() + 2))
-    for f in range(len(bounds) - 1):  # keyframes (tens per clip), vectorised inside
-        rows = order[bounds[f] : bounds[f + 1]]
+    for rows in frame_rows(frame_of):  # keyframes (tens per clip), vectorised inside
         r, h = rows[riders[rows]], rows[hosts[rows]]
         if len(r) == 0 or len(h) == 0:
             continue

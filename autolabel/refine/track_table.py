@@ -60,6 +60,15 @@ def clip_boxes(tracks: Sequence[Boxes3D]) -> tuple[Boxes3D, np.ndarray]:
     return Boxes3D.concatenate(list(tracks)), np.repeat(np.arange(len(tracks)), counts)
 
 
+def frame_rows(frame_of: np.ndarray) -> list[np.ndarray]:
+    """Per keyframe ``0 .. frame_of.max()``, the row indices with ``frame_of == f``, in row
+    order (empty for a keyframe without rows)."""
+    frame_of = np.asarray(frame_of)
+    order = np.argsort(frame_of, kind="stable")
+    bounds = np.searchsorted(frame_of[order], np.arange(frame_of.max(initial=-1) + 2))
+    return [order[bounds[f] : bounds[f + 1]] for f in range(len(bounds) - 1)]
+
+
 def frame_sets(boxes: Boxes3D, frame_of: np.ndarray, n_frames: int) -> list[Boxes3D]:
     """The inverse of :func:`clip_boxes`: ``n_frames`` box sets, keyframe ``f`` holding the boxes
     with ``frame_of == f``, sorted by track id."""
