@@ -290,19 +290,37 @@ class GroundModel:
         offset_m: (n, n) local deviation from the plane per cell, metres.
         min_xy_m: (2,) ego-frame corner of cell (0, 0), metres.
         cell_m: cell size, metres.
+        road_offset_m: (n, n) the offset seen from cells whose lowest return lies within the
+            bound of the plane (the road itself), 0 where no such cell is near; None: as
+            ``offset_m``.
     """
 
     plane: np.ndarray
     offset_m: np.ndarray
     min_xy_m: np.ndarray
     cell_m: float
+    road_offset_m: np.ndarray | None = None
 
     def height_m(self, xy_m: np.ndarray) -> np.ndarray:
-        """(P,) ground height under each of the (P, 2) ego-frame positions, metres."""
+        """(P,) ground height under each of the (P, 2) ego-frame positions, metres: what
+        separates objects from the ground (a cell seen only on an object's underside sits at
+        most the bound above the plane)."""
+        return self._plane_m(xy_m) + self.offset_m[self._cells(xy_m)]
+
+    def road_height_m(self, xy_m: np.ndarray) -> np.ndarray:
+        """(P,) height of the road under each of the (P, 2) ego-frame positions, metres: where
+        an object hides the road around a position (a car beside the ego), the plane, not the
+        object's underside. Boxes stand on it."""
+        offset = self.offset_m if self.road_offset_m is None else self.road_offset_m
+        return self._plane_m(xy_m) + offset[self._cells(xy_m)]
+
+    def _plane_m(self, xy_m: np.ndarray) -> np.ndarray:
+        return xy_m @ self.plane[:2] + self.plane[2]
+
+    def _cells(self, xy_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ij = np.floor((xy_m - self.min_xy_m) / self.cell_m).astype(np.int64)
         ij = np.clip(ij, 0, self.offset_m.shape[0] - 1)
-        plane_z = xy_m @ self.plane[:2] + self.plane[2]
-        return plane_z + self.offset_m[ij[:, 0], ij[:, 1]]
+        return ij[:, 0], ij[:, 1]
 
 
 def estimate_ground(
@@ -337,11 +355,21 @@ def estimate_ground(
             break
         plane = np.linalg.lstsq(design[inlier], lowest_z[inlier], rcond=None)[0]
 
+    lowest_offset = lowest_z - design @ plane
     residual = np.full(n * n, np.inf)
-    residual[occupied] = np.minimum(lowest_z - design @ plane, max_offset_m)
+    residual[occupied] = np.minimum(lowest_offset, max_offset_m)
+    offset = _local_offset(residual, n, max_offset_m)
+    # Cells whose lowest return lies above the bound see an object, not the road.
+    residual[occupied] = np.where(lowest_offset < max_offset_m, lowest_offset, np.inf)
+    road = _local_offset(residual, n, max_offset_m)
+    return GroundModel(plane, offset, min_xy, cell_m, road_offset_m=road)
+
+
+def _local_offset(residual: np.ndarray, n: int, max_offset_m: float) -> np.ndarray:
+    """(n, n) offset of each cell: the lowest of its 3 x 3 neighbourhood's (n * n,) residuals
+    (inf where unseen), bounded below by ``-max_offset_m``, 0 where none is seen."""
     local = ndimage.minimum_filter(residual.reshape(n, n), size=3, mode="nearest")
-    offset = np.where(np.isfinite(local), np.maximum(local, -max_offset_m), 0.0)
-    return GroundModel(plane=plane, offset_m=offset, min_xy_m=min_xy, cell_m=cell_m)
+    return np.where(np.isfinite(local), np.maximum(local, -max_offset_m), 0.0)
 
 
 @numba.njit(cache=True)
@@ -804,6 +832,10 @@ def _detect_clusters(
     starts = np.searchsorted(sorted_labels, cluster_ids)
     n_points = np.diff(np.append(starts, len(sorted_labels)))
     top_height = np.maximum.reduceat(height[order], starts)
+    # The same top above the road (see GroundModel.road_height_m): where the object hides the
+    # road, its cells' ground sits on its underside, and the box must reach down past it.
+    road_height = points[order, 2] - ground.road_height_m(points[order, :2])
+    top_above_road = np.maximum.reduceat(road_height, starts)
     roof = roof_offsets_m(points[order, :2], height[order], starts, top_height, rects)
     if len(rings_rad):
         highest = order[np.lexsort((-height[order], sorted_labels))[starts]]
@@ -858,7 +890,7 @@ def _detect_clusters(
     center_xy = rects[cluster, :2]
     # The roof's offset along the box's length (+: towards the yaw of hypothesis 0's e1 axis).
     roof_along = roof[cluster, hypothesis]
-    top_height, edge_share, n_points = top_height[cluster], rects[cluster, 5], n_points[cluster]
+    top_height, edge_share, n_points = top_above_road[cluster], rects[cluster, 5], n_points[cluster]
     headroom = headroom[cluster]
 
     if config.complete_to_typical_size:
@@ -891,7 +923,7 @@ def _detect_clusters(
     )
     yaw = np.where(roof_known, np.where(roof_along > 0, wrap_angle(yaw + np.pi), yaw), forward)
 
-    ground_z = ground.height_m(center_xy)
+    ground_z = ground.road_height_m(center_xy)
     score = (
         (1.0 - stable_math.exp(-n_points / config.points_scale))
         * stable_math.exp(-0.5 * cand_cost / 3.0)

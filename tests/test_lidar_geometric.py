@@ -77,6 +77,40 @@ def test_sloped_empty_ground_gives_no_boxes_and_the_plane_is_recovered(tmp_path)
     assert len(detect_boxes_ego(points, LidarGeometricConfig(), sensor[:2])) == 0
 
 
+def _car_beside_the_ego_points() -> tuple[np.ndarray, tuple[float, float]]:
+    """Flat road (z = 0) on a 0.25 m lattice, none seen within 6 m of a car parked beside the
+    ego (the ego's body and the car hide it), and the car's near side and roof, whose lowest
+    returns lie 0.4 m up: (P, 3) ego-frame points and the car's centre."""
+    g = np.arange(-30.0, 30.0, 0.25)
+    x, y = np.meshgrid(g, g, indexing="ij")
+    road = np.column_stack([x.ravel(), y.ravel(), np.zeros(x.size)])
+    car_xy = (5.0, 3.0)
+    hidden = np.hypot(road[:, 0] - car_xy[0], road[:, 1] - car_xy[1]) < 6.0
+    s, h = np.meshgrid(np.arange(-2.2, 2.21, 0.1), np.arange(0.4, 1.51, 0.1), indexing="ij")
+    side = np.column_stack([car_xy[0] + s.ravel(), np.full(s.size, 2.1), h.ravel()])
+    s, t = np.meshgrid(np.arange(-2.0, 2.01, 0.1), np.arange(2.2, 3.81, 0.1), indexing="ij")
+    roof = np.column_stack([car_xy[0] + s.ravel(), t.ravel(), np.full(s.size, 1.5)])
+    return np.concatenate([road[~hidden], side, roof]), car_xy
+
+
+def test_a_car_hiding_the_road_stands_on_the_road_not_on_its_underside():
+    points, car_xy = _car_beside_the_ego_points()
+    ground = estimate_ground(points, 52.0, 1.0, 0.3)
+    centre = np.array([car_xy])
+    # What separates objects from the ground: the car's cells sit at the 0.3 m bound (its
+    # lowest returns, 0.4 m up, are no ground) ...
+    np.testing.assert_allclose(ground.height_m(centre), [0.3], atol=1e-9)
+    # ... but the road under it is the plane (z = 0), which the far road pins down.
+    np.testing.assert_allclose(ground.road_height_m(centre), [0.0], atol=1e-9)
+    np.testing.assert_allclose(ground.road_height_m(np.array([[20.0, -10.0]])), [0.0], atol=1e-9)
+    boxes = detect_boxes_ego(points, LidarGeometricConfig(), np.zeros(2))
+    dist = np.hypot(*(boxes.center_m[:, :2] - centre).T)
+    car = np.argmin(dist)
+    assert dist[car] < 1.0 and boxes.class_name[car] == "car"
+    bottom = boxes.center_m[car, 2] - boxes.size_wlh_m[car, 2] / 2
+    assert abs(bottom) < 1e-6
+
+
 def test_objects_on_a_slope_are_found(tmp_path):
     rows = [("car", 15.0, 0.0, 0.0, 1.9, 4.6, 1.7), ("pedestrian", -10.0, 5.0, 0.0, 0.6, 0.7, 1.8)]
     truth = box_set(rows)

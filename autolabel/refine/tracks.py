@@ -533,6 +533,12 @@ def refine_tracks(
     if np.any(static):
         static_bottom = group_quantile(t_of_row[obs_rows], bottom[obs_rows], n_tracks, 0.5)
         bottom = np.where(static_row, static_bottom[t_of_row], bottom)
+        # The height reaches the boxes' tops from the bottom the track keeps: a box whose
+        # ground was seen lower (beside the ego) is taller by as much, not the object.
+        top = rows.center_m[:, 2] + rows.size_wlh_m[:, 2] / 2
+        size[:, 2] = group_quantile(
+            t_of_row[obs_rows], top[obs_rows] - bottom[obs_rows], n_tracks, cfg.size_quantile
+        )
     if np.any(to_car):
         size, center_xy = _shrink_to_near_faces(
             table, to_car, static, size, center_xy, yaw, ego_xy_yaw
