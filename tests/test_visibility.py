@@ -273,18 +273,18 @@ def test_image_evidence_skips_tracks_dense_in_lidar_returns():
 
 def test_in_image_rule_passes_on_the_volume_share():
     # The IN_IMAGE case of ``scene``: 40 % of its 2D box inside. A caller that measured 70 % of
-    # its volume in view (``CameraViews.volume_in_image``) keeps it; 60 % (< 0.65) does not, and
+    # its volume in view (``CameraViews.volume_in_image``) keeps it; 55 % (< 0.6) does not, and
     # an unmeasured (NaN) share leaves the 2D box's share to decide.
     boxes = np.array([[-60.0, 80.0, 40.0, 140.0], [10.0, 10.0, 60.0, 60.0]])
     masks = np.stack([rect_mask(0, 80, 40, 140), rect_mask(10, 10, 60, 60)])
     args = (boxes, masks, np.full(2, 0.95), np.full(2, 10.0), (W, H), np.full(2, 50))
-    assert VisibilityConfig().min_in_image_volume == 0.65
+    assert VisibilityConfig().min_in_image_volume == 0.6
     assert evaluate_visibility(*args).failed_rule_names(0) == ["IN_IMAGE"]
     d = evaluate_visibility(*args, volume_in_image=[0.7, 0.1])
     assert d.keep.tolist() == [True, True]  # the second passes on its 2D box (100 %)
     np.testing.assert_allclose(d.in_image_fraction, [0.4, 1.0])
     np.testing.assert_allclose(d.volume_in_image, [0.7, 0.1])
-    for volume in ([0.6, 1.0], [np.nan, 1.0]):
+    for volume in ([0.55, 1.0], [np.nan, 1.0]):
         assert evaluate_visibility(*args, volume_in_image=volume).keep.tolist() == [False, True]
     shares = (np.zeros(2), np.zeros(2))
     assert rejected_without_mask(boxes, (W, H), np.full(2, 50), *shares).tolist() == [True, False]
