@@ -65,6 +65,28 @@ def test_grouped_median_matches_numpy():
             assert np.isnan(got[g]).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sorted_group_median_is_numpys_median_of_the_values_as_float64(dtype):
+    from autolabel.colour import sorted_group_median
+
+    rng = np.random.default_rng(2)
+    counts = np.array([0, 1, 2, 3, 4, 0, 1000, 1001, 57])
+    # Few distinct values (many ties) in some groups, all distinct in others.
+    values = np.where(
+        rng.random((counts.sum(), 3)) < 0.5,
+        rng.integers(-3, 4, (counts.sum(), 3)),
+        rng.normal(size=(counts.sum(), 3)) * 100,
+    ).astype(dtype)
+    got = sorted_group_median(values, counts)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for k, n in enumerate(counts):
+        if n == 0:
+            assert np.isnan(got[k]).all()
+        else:
+            part = values[starts[k] : starts[k + 1]].astype(np.float64)
+            assert np.array_equal(got[k], np.median(part, axis=0))  # bit for bit
+
+
 def test_median_under_masks_ignores_a_minority_of_background():
     img = np.zeros((40, 60, 3), np.uint8)
     img[:] = (90, 90, 90)
