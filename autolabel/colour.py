@@ -12,6 +12,7 @@ Conversions use OpenCV (float sRGB in [0, 1] -> L in [0, 100], a and b about +-1
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import cv2
@@ -74,11 +75,21 @@ def palette_lab(
 ) -> tuple[list[str], np.ndarray]:
     """Names and (K, S, 3) Lab values of a palette's colours at S brightness factors
     (``NAMED_COLOURS_RGB`` by default)."""
-    palette = NAMED_COLOURS_RGB if palette is None else palette
+    if palette is None:
+        # The default palette's references, converted once per process (names are asked for
+        # about 100 times per clip); copies, so no caller can change the cached ones.
+        names, lab = _default_palette_lab(tuple(factors))
+        return list(names), lab.copy()
     names = list(palette)
     rgb = np.array([palette[n] for n in names], dtype=np.float64)
     scaled = rgb[:, None, :] * np.asarray(factors, dtype=np.float64)[None, :, None]
     return names, lab_from_rgb(scaled)
+
+
+@functools.lru_cache(maxsize=4)
+def _default_palette_lab(factors: tuple[float, ...]) -> tuple[tuple[str, ...], np.ndarray]:
+    names, lab = palette_lab(NAMED_COLOURS_RGB, factors)
+    return tuple(names), lab
 
 
 def colour_distance(lab_a: np.ndarray, lab_b: np.ndarray) -> np.ndarray:
@@ -101,7 +112,14 @@ def name_colours(
         bool validity (False there).
     """
     names, ref = palette_lab(palette)
-    lab = np.asarray(lab, dtype=np.float64).reshape(-1, 3)
+    lab = np.ascontiguousarray(lab, dtype=np.float64).reshape(-1, 3)
+    # Each distinct colour (bit for bit) named once: captions repeat a region's colour for every
+    # candidate that shows it.
+    keys = lab.view(np.dtype((np.void, lab.itemsize * 3))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    if len(first) < len(lab):
+        out, valid = name_colours(lab[first], margin, palette)
+        return out[inverse], valid[inverse]
     dist = colour_distance(lab[:, None, None, :], ref[None, :, :, :]).min(axis=2)  # (N, K)
     finite = np.all(np.isfinite(lab), axis=1)
     dist = np.where(finite[:, None], dist, np.inf)
