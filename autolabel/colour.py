@@ -150,28 +150,100 @@ def grouped_median(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.n
     return sorted_group_median(np.ascontiguousarray(v), counts)
 
 
-@numba.njit(cache=True)
 def sorted_group_median(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """(G, D) float64 per-group median of (P, D) values (float32 or float64) whose rows are
     ordered by group (``counts`` rows each); NaN for empty groups."""
+    v = np.ascontiguousarray(values)
+    radix = v.dtype == np.float32
+    bits = v.view(np.uint32) if radix else np.zeros((0, 0), np.uint32)
+    return _sorted_group_median(v, bits, np.asarray(counts, np.int64), radix)
+
+
+@numba.njit(cache=True)
+def _sorted_group_median(
+    values: np.ndarray, bits: np.ndarray, counts: np.ndarray, radix: bool
+) -> np.ndarray:
+    """``sorted_group_median``; ``bits`` are float32 ``values``' bits when ``radix``."""
     out = np.full((len(counts), values.shape[1]), np.nan)
-    scratch = np.empty(np.max(counts) if len(counts) else 0, values.dtype)
+    most = np.max(counts) if len(counts) else 0
+    scratch = np.empty(most, values.dtype)
+    keys = np.empty(most if radix else 0, np.uint32)
+    hist = np.empty(1 << 16 if radix and most >= RADIX_MIN_VALUES else 0, np.int64)
     start = 0
     for k in range(len(counts)):
         n = counts[k]
         if n > 0:
             lo, hi = (n - 1) // 2, n // 2
-            s = scratch[:n]
             for d in range(values.shape[1]):
-                s[:] = values[start : start + n, d]
                 # The hi-th smallest value, and the largest of those before it (the lo-th),
                 # summed in float64 (as ``np.median`` of float64 values).
-                _select(s, hi)
-                a = np.float64(s[hi])
-                b = a if lo == hi else np.float64(np.max(s[:hi]))
+                if radix and n >= RADIX_MIN_VALUES:
+                    a, b = _radix_median_pair(bits[start : start + n, d], lo, hi, keys, hist)
+                else:
+                    s = scratch[:n]
+                    s[:] = values[start : start + n, d]
+                    _select(s, hi)
+                    a = np.float64(s[hi])
+                    b = a if lo == hi else np.float64(np.max(s[:hi]))
                 out[k, d] = 0.5 * (a + b)
         start += n
     return out
+
+
+#: Groups of at least this many float32 values find their median by radix selection (two
+#: passes and a histogram) rather than quickselect: a near car's mask holds ~10^6 pixels.
+RADIX_MIN_VALUES = 16384
+
+
+@numba.njit(cache=True)
+def _radix_median_pair(
+    column: np.ndarray, lo: int, hi: int, keys: np.ndarray, hist: np.ndarray
+) -> tuple[float, float]:
+    """The hi-th and lo-th (lo = hi or hi - 1) smallest of float32 values (no NaN) given as
+    their uint32 bits ``column``, as float64: each value's bits mapped to a uint32 of the same
+    order, the hi-th found in the histogram of the upper 16 bits, then among its bin's values."""
+    n = len(column)
+    hist[:] = 0
+    for i in range(n):
+        bits = column[i]
+        # Negative floats: all bits flipped; positive: the sign bit set (IEEE order as unsigned).
+        key = ~bits if bits >> np.uint32(31) else bits | np.uint32(0x80000000)
+        keys[i] = key
+        hist[key >> np.uint32(16)] += 1
+    below = 0
+    top = 0
+    while below + hist[top] <= hi:
+        below += hist[top]
+        top += 1
+    # The values in bin ``top``, and the largest key below it (the lo-th when the hi-th is the
+    # bin's first).
+    m = 0
+    largest_below = np.uint32(0)
+    for i in range(n):
+        high = keys[i] >> np.uint32(16)
+        if high == top:
+            keys[m] = keys[i]  # m <= i: compacted in place
+            m += 1
+        elif high < top and keys[i] > largest_below:
+            largest_below = keys[i]
+    bin_keys = keys[:m]
+    rank = hi - below
+    _select(bin_keys, rank)
+    a = _float_of_key(bin_keys[rank])
+    if lo == hi:
+        return a, a
+    if rank > 0:
+        return a, _float_of_key(np.max(bin_keys[:rank]))
+    return a, _float_of_key(largest_below)
+
+
+@numba.njit(cache=True)
+def _float_of_key(key: np.uint32) -> float:
+    """The float32 (as float64) whose order key ``_radix_median_pair`` made ``key``."""
+    bits = key & np.uint32(0x7FFFFFFF) if key >> np.uint32(31) else ~key
+    word = np.empty(1, np.uint32)
+    word[0] = bits
+    return np.float64(word.view(np.float32)[0])
 
 
 @numba.njit(cache=True)
