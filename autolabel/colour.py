@@ -201,7 +201,8 @@ def _radix_median_pair(
 ) -> tuple[float, float]:
     """The hi-th and lo-th (lo = hi or hi - 1) smallest of float32 values (no NaN) given as
     their uint32 bits ``column``, as float64: each value's bits mapped to a uint32 of the same
-    order, the hi-th found in the histogram of the upper 16 bits, then among its bin's values."""
+    order, the hi-th's upper 16 bits found in a histogram of them, then the hi-th among the
+    values that share them (selected; or by their lower 16 bits' histogram when many do)."""
     n = len(column)
     hist[:] = 0
     for i in range(n):
@@ -215,26 +216,46 @@ def _radix_median_pair(
     while below + hist[top] <= hi:
         below += hist[top]
         top += 1
-    # The values in bin ``top``, and the largest key below it (the lo-th when the hi-th is the
-    # bin's first).
+    # The keys in bin ``top`` (compacted in place), and the largest key below that bin (the
+    # lo-th when the hi-th is the bin's first).
     m = 0
     largest_below = np.uint32(0)
     for i in range(n):
-        high = keys[i] >> np.uint32(16)
+        key = keys[i]
+        high = key >> np.uint32(16)
         if high == top:
-            keys[m] = keys[i]  # m <= i: compacted in place
+            keys[m] = key  # m <= i
             m += 1
-        elif high < top and keys[i] > largest_below:
-            largest_below = keys[i]
-    bin_keys = keys[:m]
+        elif high < top and key > largest_below:
+            largest_below = key
     rank = hi - below
-    _select(bin_keys, rank)
-    a = _float_of_key(bin_keys[rank])
-    if lo == hi:
+    if m < RADIX_MIN_VALUES:  # a natural image's bin: few values, selected among
+        bin_keys = keys[:m]
+        _select(bin_keys, rank)
+        a = _float_of_key(bin_keys[rank])
+        if lo == hi:
+            return a, a
+        if rank > 0:
+            return a, _float_of_key(np.max(bin_keys[:rank]))
+        return a, _float_of_key(largest_below)
+    # Many values share the upper bits (a flat-coloured surface): their lower 16 bits' histogram.
+    hist[:] = 0
+    for i in range(m):
+        hist[keys[i] & np.uint32(0xFFFF)] += 1
+    below_low = 0
+    low = 0
+    while below_low + hist[low] <= rank:
+        below_low += hist[low]
+        low += 1
+    a = _float_of_key(np.uint32((top << 16) | low))
+    if lo == hi or rank > below_low:  # the lo-th shares the hi-th's key
         return a, a
-    if rank > 0:
-        return a, _float_of_key(np.max(bin_keys[:rank]))
-    return a, _float_of_key(largest_below)
+    if rank == 0:
+        return a, _float_of_key(largest_below)
+    prev = low - 1
+    while hist[prev] == 0:
+        prev -= 1
+    return a, _float_of_key(np.uint32((top << 16) | prev))
 
 
 @numba.njit(cache=True)

@@ -170,6 +170,11 @@ def test_radix_median_of_two_halves_in_different_bins():
         np.r_[np.full(big, -5.0), np.full(big, 7.0)],  # (-5 + 7) / 2
         np.r_[np.full(big, 3.0), np.full(big, np.nextafter(np.float32(3), 4))],
         np.r_[np.full(big, -0.5), np.full(big + 1, -0.25)],  # odd: -0.25
+        np.full(2 * big, 7.0),  # even, both middle values the same key
+        # 40000 values one ulp apart (one upper-bits bin), shuffled.
+        np.random.default_rng(5).permutation(
+            np.float32(3.0) + np.arange(40000) * np.spacing(np.float32(3.0))
+        ),
     ]
     values = np.concatenate(groups).astype(np.float32)[:, None]
     got = sorted_group_median(values, np.array([len(g) for g in groups]))
