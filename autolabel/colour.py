@@ -133,15 +133,16 @@ def name_colours(
 
 
 def grouped_median(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
-    """(n_groups, D) per-group median of (P, D) values; NaN for empty groups.
+    """(n_groups, D) per-group median of (P, D) values (no NaN); NaN for empty groups.
 
     Vectorized: one stable sort by group (none when the groups are already in order), then each
-    group's middle values found by partition; the median of an even count is the mean of the two middle
-    values (as ``np.median``).
+    group's middle values found by selection (``sorted_group_median``); the median of an even
+    count is the mean of the two middle values (as ``np.median``).
     """
     v = np.asarray(values)
     # float32 values stay float32 (the median is one of them, or the float64 mean of two).
-    v = v.reshape(len(group), -1).astype(v.dtype if v.dtype == np.float32 else np.float64)
+    dtype = np.float32 if v.dtype == np.float32 else np.float64
+    v = v.reshape(len(group), -1).astype(dtype, copy=False)
     g = np.asarray(group, dtype=np.int64)
     if len(g) > 1 and np.any(g[1:] < g[:-1]):
         order = np.argsort(g, kind="stable")
@@ -151,8 +152,9 @@ def grouped_median(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.n
 
 
 def sorted_group_median(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """(G, D) float64 per-group median of (P, D) values (float32 or float64) whose rows are
-    ordered by group (``counts`` rows each); NaN for empty groups."""
+    """(G, D) float64 per-group median of (P, D) values (float32 or float64, no NaN) whose rows
+    are ordered by group (``counts`` rows each); NaN for empty groups. Bit for bit
+    ``np.median`` of each group's values as float64."""
     v = np.ascontiguousarray(values)
     radix = v.dtype == np.float32
     bits = v.view(np.uint32) if radix else np.zeros((0, 0), np.uint32)
