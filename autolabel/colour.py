@@ -12,6 +12,7 @@ Conversions use OpenCV (float sRGB in [0, 1] -> L in [0, 100], a and b about +-1
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import cv2
@@ -44,18 +45,28 @@ DEFAULT_NAME_MARGIN = 4.0
 DEFAULT_MIN_PIXELS = 20
 
 
+#: sRGB byte -> float32 in [0, 1], exactly ``np.float32(x) / 255.0`` (the conversion's input).
+UNIT_RGB = np.arange(256, dtype=np.float32) / 255.0
+
+
 def lab_from_rgb(rgb: np.ndarray) -> np.ndarray:
     """(..., 3) CIE L*a*b* of (..., 3) sRGB values in 0..255 (uint8 or float)."""
     arr = np.asarray(rgb, dtype=np.float32) / 255.0
+    if arr.shape[-1] != 3:
+        raise ValueError(f"expected (..., 3) RGB values, got shape {arr.shape}")
+    return lab_from_unit_rgb(arr).astype(np.float64)
+
+
+def lab_from_unit_rgb(rgb: np.ndarray) -> np.ndarray:
+    """(..., 3) float32 CIE L*a*b* of (..., 3) float32 sRGB values in [0, 1]."""
+    arr = np.asarray(rgb, dtype=np.float32)
     shape = arr.shape
-    if shape[-1] != 3:
-        raise ValueError(f"expected (..., 3) RGB values, got shape {shape}")
     # One image row of P pixels: OpenCV converts row by row, and P rows of one pixel each cost
     # ~4x more (27 vs 7 ms for 226k pixels) for the same values (all 2^24 colours compared).
     flat = np.ascontiguousarray(arr.reshape(1, -1, 3))
     if flat.shape[1] == 0:
-        return np.zeros(shape, np.float64)
-    return cv2.cvtColor(flat, cv2.COLOR_RGB2Lab).reshape(shape).astype(np.float64)
+        return np.zeros(shape, np.float32)
+    return cv2.cvtColor(flat, cv2.COLOR_RGB2Lab).reshape(shape)
 
 
 def palette_lab(
@@ -64,11 +75,21 @@ def palette_lab(
 ) -> tuple[list[str], np.ndarray]:
     """Names and (K, S, 3) Lab values of a palette's colours at S brightness factors
     (``NAMED_COLOURS_RGB`` by default)."""
-    palette = NAMED_COLOURS_RGB if palette is None else palette
+    if palette is None:
+        # The default palette's references, converted once per process (names are asked for
+        # about 100 times per clip); copies, so no caller can change the cached ones.
+        names, lab = _default_palette_lab(tuple(factors))
+        return list(names), lab.copy()
     names = list(palette)
     rgb = np.array([palette[n] for n in names], dtype=np.float64)
     scaled = rgb[:, None, :] * np.asarray(factors, dtype=np.float64)[None, :, None]
     return names, lab_from_rgb(scaled)
+
+
+@functools.lru_cache(maxsize=4)
+def _default_palette_lab(factors: tuple[float, ...]) -> tuple[tuple[str, ...], np.ndarray]:
+    names, lab = palette_lab(NAMED_COLOURS_RGB, factors)
+    return tuple(names), lab
 
 
 def colour_distance(lab_a: np.ndarray, lab_b: np.ndarray) -> np.ndarray:
@@ -91,7 +112,14 @@ def name_colours(
         bool validity (False there).
     """
     names, ref = palette_lab(palette)
-    lab = np.asarray(lab, dtype=np.float64).reshape(-1, 3)
+    lab = np.ascontiguousarray(lab, dtype=np.float64).reshape(-1, 3)
+    # Each distinct colour (bit for bit) named once: captions repeat a region's colour for every
+    # candidate that shows it.
+    keys = lab.view(np.dtype((np.void, lab.itemsize * 3))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    if len(first) < len(lab):
+        out, valid = name_colours(lab[first], margin, palette)
+        return out[inverse], valid[inverse]
     dist = colour_distance(lab[:, None, None, :], ref[None, :, :, :]).min(axis=2)  # (N, K)
     finite = np.all(np.isfinite(lab), axis=1)
     dist = np.where(finite[:, None], dist, np.inf)
@@ -105,36 +133,175 @@ def name_colours(
 
 
 def grouped_median(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
-    """(n_groups, D) per-group median of (P, D) values; NaN for empty groups.
+    """(n_groups, D) per-group median of (P, D) values (no NaN); NaN for empty groups.
 
     Vectorized: one stable sort by group (none when the groups are already in order), then each
-    group's middle values found by partition; the median of an even count is the mean of the two middle
-    values (as ``np.median``).
+    group's middle values found by selection (``sorted_group_median``); the median of an even
+    count is the mean of the two middle values (as ``np.median``).
     """
-    v = np.asarray(values, dtype=np.float64).reshape(len(group), -1)
+    v = np.asarray(values)
+    # float32 values stay float32 (the median is one of them, or the float64 mean of two).
+    dtype = np.float32 if v.dtype == np.float32 else np.float64
+    v = v.reshape(len(group), -1).astype(dtype, copy=False)
     g = np.asarray(group, dtype=np.int64)
     if len(g) > 1 and np.any(g[1:] < g[:-1]):
         order = np.argsort(g, kind="stable")
         v, g = v[order], g[order]
     counts = np.bincount(g, minlength=n_groups)
-    return _sorted_group_median(np.ascontiguousarray(v), counts)
+    return sorted_group_median(np.ascontiguousarray(v), counts)
+
+
+def sorted_group_median(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(G, D) float64 per-group median of (P, D) values (float32 or float64, no NaN) whose rows
+    are ordered by group (``counts`` rows each); NaN for empty groups. Bit for bit
+    ``np.median`` of each group's values as float64."""
+    v = np.ascontiguousarray(values)
+    radix = v.dtype == np.float32
+    bits = v.view(np.uint32) if radix else np.zeros((0, 0), np.uint32)
+    return _sorted_group_median(v, bits, np.asarray(counts, np.int64), radix)
 
 
 @numba.njit(cache=True)
-def _sorted_group_median(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per-group median of (P, D) values whose rows are ordered by group (``counts`` rows each)."""
+def _sorted_group_median(
+    values: np.ndarray, bits: np.ndarray, counts: np.ndarray, radix: bool
+) -> np.ndarray:
+    """``sorted_group_median``; ``bits`` are float32 ``values``' bits when ``radix``."""
     out = np.full((len(counts), values.shape[1]), np.nan)
+    most = np.max(counts) if len(counts) else 0
+    scratch = np.empty(most, values.dtype)
+    keys = np.empty(most if radix else 0, np.uint32)
+    hist = np.empty(1 << 16 if radix and most >= RADIX_MIN_VALUES else 0, np.int64)
     start = 0
     for k in range(len(counts)):
         n = counts[k]
         if n > 0:
             lo, hi = (n - 1) // 2, n // 2
             for d in range(values.shape[1]):
-                # The hi-th smallest value, and the largest of those before it (the lo-th).
-                s = np.partition(values[start : start + n, d], hi)
-                out[k, d] = 0.5 * (s[hi] + (s[hi] if lo == hi else np.max(s[:hi])))
+                # The hi-th smallest value, and the largest of those before it (the lo-th),
+                # summed in float64 (as ``np.median`` of float64 values).
+                if radix and n >= RADIX_MIN_VALUES:
+                    a, b = _radix_median_pair(bits[start : start + n, d], lo, hi, keys, hist)
+                else:
+                    s = scratch[:n]
+                    s[:] = values[start : start + n, d]
+                    _select(s, hi)
+                    a = np.float64(s[hi])
+                    b = a if lo == hi else np.float64(np.max(s[:hi]))
+                out[k, d] = 0.5 * (a + b)
         start += n
     return out
+
+
+#: Groups of at least this many float32 values find their median by radix selection (two
+#: passes and a histogram) rather than quickselect: a near car's mask holds ~10^6 pixels.
+RADIX_MIN_VALUES = 16384
+
+
+@numba.njit(cache=True)
+def _radix_median_pair(
+    column: np.ndarray, lo: int, hi: int, keys: np.ndarray, hist: np.ndarray
+) -> tuple[float, float]:
+    """The hi-th and lo-th (lo = hi or hi - 1) smallest of float32 values (no NaN) given as
+    their uint32 bits ``column``, as float64: each value's bits mapped to a uint32 of the same
+    order, the hi-th's upper 16 bits found in a histogram of them, then the hi-th among the
+    values that share them (selected; or by their lower 16 bits' histogram when many do)."""
+    n = len(column)
+    hist[:] = 0
+    for i in range(n):
+        bits = column[i]
+        # Negative floats: all bits flipped; positive: the sign bit set (IEEE order as unsigned).
+        key = ~bits if bits >> np.uint32(31) else bits | np.uint32(0x80000000)
+        keys[i] = key
+        hist[key >> np.uint32(16)] += 1
+    below = 0
+    top = 0
+    while below + hist[top] <= hi:
+        below += hist[top]
+        top += 1
+    # The keys in bin ``top`` (compacted in place), and the largest key below that bin (the
+    # lo-th when the hi-th is the bin's first).
+    m = 0
+    largest_below = np.uint32(0)
+    for i in range(n):
+        key = keys[i]
+        high = key >> np.uint32(16)
+        if high == top:
+            keys[m] = key  # m <= i
+            m += 1
+        elif high < top and key > largest_below:
+            largest_below = key
+    rank = hi - below
+    if m < RADIX_MIN_VALUES:  # a natural image's bin: few values, selected among
+        bin_keys = keys[:m]
+        _select(bin_keys, rank)
+        a = _float_of_key(bin_keys[rank])
+        if lo == hi:
+            return a, a
+        if rank > 0:
+            return a, _float_of_key(np.max(bin_keys[:rank]))
+        return a, _float_of_key(largest_below)
+    # Many values share the upper bits (a flat-coloured surface): their lower 16 bits' histogram.
+    hist[:] = 0
+    for i in range(m):
+        hist[keys[i] & np.uint32(0xFFFF)] += 1
+    below_low = 0
+    low = 0
+    while below_low + hist[low] <= rank:
+        below_low += hist[low]
+        low += 1
+    a = _float_of_key(np.uint32((top << 16) | low))
+    if lo == hi or rank > below_low:  # the lo-th shares the hi-th's key
+        return a, a
+    if rank == 0:
+        return a, _float_of_key(largest_below)
+    prev = low - 1
+    while hist[prev] == 0:
+        prev -= 1
+    return a, _float_of_key(np.uint32((top << 16) | prev))
+
+
+@numba.njit(cache=True)
+def _float_of_key(key: np.uint32) -> float:
+    """The float32 (as float64) whose order key ``_radix_median_pair`` made ``key``."""
+    bits = key & np.uint32(0x7FFFFFFF) if key >> np.uint32(31) else ~key
+    word = np.empty(1, np.uint32)
+    word[0] = bits
+    return np.float64(word.view(np.float32)[0])
+
+
+@numba.njit(cache=True)
+def _select(a: np.ndarray, k: int) -> None:
+    """Reorder ``a`` in place so that ``a[k]`` is its k-th smallest value, with no larger value
+    before it and no smaller after (quickselect, median-of-three pivots; no NaN expected)."""
+    lo, hi = 0, len(a) - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        # Median of three as pivot, moved to a[hi].
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[mid] < a[hi]:
+            a[mid], a[hi] = a[hi], a[mid]
+        pivot = a[hi]
+        i, j = lo, hi - 1
+        while True:
+            while a[i] < pivot:
+                i += 1
+            while j > lo and a[j] > pivot:
+                j -= 1
+            if i >= j:
+                break
+            a[i], a[j] = a[j], a[i]
+            i += 1
+            j -= 1
+        a[i], a[hi] = a[hi], a[i]
+        if i == k:
+            return
+        if i < k:
+            lo = i + 1
+        else:
+            hi = i - 1
 
 
 def _pixels_at(image: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -176,10 +343,21 @@ def median_lab_of_pixels(
         (n, 3) Lab medians (NaN where too few pixels) and (n,) pixel counts.
     """
     counts = np.bincount(obj, minlength=n)
-    lab = lab_from_rgb(_pixels_at(np.asarray(image_rgb), v, u))
+    lab = lab_from_unit_rgb(UNIT_RGB[_pixels_at(np.asarray(image_rgb), v, u)])
     med = grouped_median(lab, obj, n)
     med[counts < min_pixels] = np.nan
     return med, counts
+
+
+def median_lab_of_values(
+    unit_rgb: np.ndarray, counts: np.ndarray, min_pixels: int = DEFAULT_MIN_PIXELS
+) -> np.ndarray:
+    """(n, 3) median Lab of n objects' pixels given as (P, 3) float32 sRGB in [0, 1]
+    (``UNIT_RGB`` of the bytes), grouped by object with ``counts`` (n,) pixels each; NaN where
+    an object has fewer than ``min_pixels``."""
+    med = sorted_group_median(lab_from_unit_rgb(unit_rgb), np.asarray(counts, np.int64))
+    med[counts < min_pixels] = np.nan
+    return med
 
 
 def median_lab_under_masks(

@@ -65,6 +65,31 @@ def test_grouped_median_matches_numpy():
             assert np.isnan(got[g]).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sorted_group_median_is_numpys_median_of_the_values_as_float64(dtype):
+    from autolabel.colour import sorted_group_median
+
+    rng = np.random.default_rng(2)
+    from autolabel.colour import RADIX_MIN_VALUES
+
+    big = RADIX_MIN_VALUES  # groups this large take the radix path (float32)
+    counts = np.array([0, 1, 2, 3, 4, 0, 1000, 1001, 57, big, big + 1, 3 * big, 3 * big + 1])
+    # Few distinct values (many ties) in some groups, all distinct in others.
+    values = np.where(
+        rng.random((counts.sum(), 3)) < 0.5,
+        rng.integers(-3, 4, (counts.sum(), 3)),
+        rng.normal(size=(counts.sum(), 3)) * 100,
+    ).astype(dtype)
+    got = sorted_group_median(values, counts)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for k, n in enumerate(counts):
+        if n == 0:
+            assert np.isnan(got[k]).all()
+        else:
+            part = values[starts[k] : starts[k + 1]].astype(np.float64)
+            assert np.array_equal(got[k], np.median(part, axis=0))  # bit for bit
+
+
 def test_median_under_masks_ignores_a_minority_of_background():
     img = np.zeros((40, 60, 3), np.uint8)
     img[:] = (90, 90, 90)
@@ -133,3 +158,26 @@ def test_pixels_at_is_numpy_indexing_on_any_layout():
     with pytest.raises(IndexError, match="outside"):
         _pixels_at(bgr, np.array([0]), np.array([-1]))
     assert _pixels_at(bgr, np.zeros(0, int), np.zeros(0, int)).shape == (0, 3)
+
+
+def test_radix_median_of_two_halves_in_different_bins():
+    from autolabel.colour import RADIX_MIN_VALUES, sorted_group_median
+
+    big = RADIX_MIN_VALUES
+    # Even counts whose two middle values lie in different histogram bins (the upper one is
+    # its bin's first value), or in the same bin; negative values and ties.
+    groups = [
+        np.r_[np.full(big, -5.0), np.full(big, 7.0)],  # (-5 + 7) / 2
+        np.r_[np.full(big, 3.0), np.full(big, np.nextafter(np.float32(3), 4))],
+        np.r_[np.full(big, -0.5), np.full(big + 1, -0.25)],  # odd: -0.25
+        np.full(2 * big, 7.0),  # even, both middle values the same key
+        # 40000 values one ulp apart (one upper-bits bin), shuffled.
+        np.random.default_rng(5).permutation(
+            np.float32(3.0) + np.arange(40000) * np.spacing(np.float32(3.0))
+        ),
+    ]
+    values = np.concatenate(groups).astype(np.float32)[:, None]
+    got = sorted_group_median(values, np.array([len(g) for g in groups]))
+    expected = [np.median(g.astype(np.float32).astype(np.float64)) for g in groups]
+    assert got[:, 0].tolist() == expected
+    assert got[0, 0] == 1.0 and got[2, 0] == -0.25

@@ -8,7 +8,7 @@ import pytest
 from pycocotools import mask as mask_utils
 
 from autolabel.colour import median_lab_of_pixels, median_lab_under_masks
-from autolabel.masks import rle_crops, rle_pixels
+from autolabel.masks import rle_crops, rle_pixel_values, rle_pixels
 from autolabel.segmentation.rle import encode_masks
 
 
@@ -122,3 +122,28 @@ def test_mask_boxes_are_the_pixel_bounds_in_either_layout(size):
     np.testing.assert_array_equal(mask_boxes_2d(masks), expected)
     column_major = np.ascontiguousarray(masks.transpose(0, 2, 1)).transpose(0, 2, 1)
     np.testing.assert_array_equal(mask_boxes_2d(column_major), expected)
+
+
+@pytest.mark.parametrize("size", [(90, 160), (7, 13), (5, 1)])
+def test_rle_pixel_values_are_the_image_under_the_decoded_masks(size):
+    height_px, width_px = size
+    masks = _mask_zoo(height_px, width_px, seed=3)
+    rles = _pycocotools_rles(masks)
+    rng = np.random.default_rng(4)
+    bgr = rng.integers(0, 256, (height_px, width_px, 3), dtype=np.uint8)
+    table = rng.random(256).astype(np.float32)
+    # An RGB view of BGR pixels (read from the BGR buffer), and a contiguous image.
+    for image in (bgr[:, :, ::-1], np.ascontiguousarray(bgr[:, :, ::-1])):
+        values, counts = rle_pixel_values(rles, image, table)
+        assert values.dtype == np.float32
+        assert counts.tolist() == [int(m.sum()) for m in masks]
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for i, m in enumerate(masks):
+            # Column-major order: the pixels of the transposed mask, row by row.
+            cols, rows = np.nonzero(m.T)
+            expected = table[np.ascontiguousarray(bgr[:, :, ::-1])[rows, cols]]
+            assert np.array_equal(values[starts[i] : starts[i + 1]], expected)
+    with pytest.raises(ValueError, match="differs from the image"):
+        rle_pixel_values(rles, bgr[:, :-1], table)
+    with pytest.raises(ValueError, match="table"):
+        rle_pixel_values(rles, bgr, table[:10])

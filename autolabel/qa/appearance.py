@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from autolabel.colour import DEFAULT_MIN_PIXELS, median_lab_of_pixels
-from autolabel.masks import rle_pixels
+from autolabel.colour import DEFAULT_MIN_PIXELS, UNIT_RGB, median_lab_of_values
+from autolabel.masks import rle_pixel_values
 from autolabel.qa.grounding import KeyframeRegions
 
 #: ``read_image(camera channel, frame index) -> (H, W, 3) uint8 RGB`` (None: image unavailable).
@@ -115,8 +115,10 @@ def view_colours(
     sizes = {tuple(int(x) for x in r["size"]) for r in rles}
     if sizes != {img.shape[:2]}:
         raise ValueError(f"image of {img.shape[:2]} pixels but masks of {sorted(sizes)}")
-    v, u, obj = rle_pixels(rles, img.shape[0], img.shape[1])
-    return median_lab_of_pixels(img, v, u, obj, len(rles), min_pixels)
+    # Each mask's pixels as float32 sRGB straight from its runs: no pixel lists, no image-sized
+    # temporaries (a near car's mask holds ~10^6 pixels).
+    unit_rgb, counts = rle_pixel_values(rles, img, UNIT_RGB)
+    return median_lab_of_values(unit_rgb, counts, min_pixels), counts
 
 
 def measure_region_colours(
