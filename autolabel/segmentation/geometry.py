@@ -160,11 +160,22 @@ def _lidar_min_depth(
     inside = (u >= gu0) & (u < gu1) & (v >= gv0) & (v < gv1)
     u, v, depth = u[inside] - gu0, v[inside] - gv0, scene_uvd[inside, 2]
     grown = np.full((gv1 - gv0, gu1 - gu0), np.inf, np.float32)
-    order = np.argsort(-depth, kind="stable")  # nearest written last: it wins
-    grown[v[order], u[order]] = depth[order]
+    _splat_nearest(grown, v, u, depth)
     kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * radius_px + 1, 2 * radius_px + 1))
     grown = cv2.erode(grown, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=np.inf)
     return grown[v0 - gv0 : v1 - gv0, u0 - gu0 : u1 - gu0]
+
+
+@numba.njit(cache=True)
+def _splat_nearest(grid, v, u, depth):
+    """Each return's depth into ``grid`` (float32, (rows, columns)) at (v, u) where it is the
+    nearest so far: the pixel keeps its nearest return, as writing the returns far to near in a
+    stable order would (of equal depths the later return; a NaN depth, sorted after every
+    number, wins), without the sort."""
+    for k in range(len(depth)):
+        d = depth[k]
+        if d <= grid[v[k], u[k]] or d != d:
+            grid[v[k], u[k]] = d
 
 
 def image_geometry(
