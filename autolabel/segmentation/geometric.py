@@ -205,8 +205,9 @@ class GeometricSegmenter:
         if len(geometry.boxes_px) != n or tuple(geometry.image_size_px) != image.shape[1::-1]:
             width_px, height_px = geometry.image_size_px
             raise ValueError(
-                f"segment: prompts['geometry'] has masks {(len(geometry.boxes_px), height_px, width_px)} "
-                f"for {n} boxes on a {image.shape[1]}x{image.shape[0]} image"
+                f"segment: prompts['geometry'] has {len(geometry.boxes_px)} masks of a "
+                f"{width_px}x{height_px} image for {n} boxes on a {image.shape[1]}x"
+                f"{image.shape[0]} image"
             )
         if seeds is None:
             seeds = [np.zeros((0, 2))] * n
