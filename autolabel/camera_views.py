@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
+import numba
 import numpy as np
 
 from autolabel.boxes import Boxes3D
@@ -171,8 +172,11 @@ def object_points_global(
     point (the order of ``np.nonzero(boxes.points_inside(points))``, without its (N, P) matrix).
 
     Candidates are the returns in the grid cells each box's circumscribed square meets in the
-    xy plane; the exact test (``Boxes3D.points_inside``'s, boundaries included) runs on those
-    pairs only.
+    xy plane (the cells of ``pairs_in_squares``); the exact test (``Boxes3D.points_inside``'s,
+    boundaries included) runs on those pairs only. One numba pass over the points, with the
+    boxes' cells in a dense grid over the squares' extent: a sweep of 10^5 returns met some
+    10^5 candidate pairs, whose listing, test and sort in NumPy cost more than the rest of the
+    views of a keyframe.
 
     Args:
         frame_points_global: (P, 3) LiDAR points, global frame, metres.
@@ -184,25 +188,117 @@ def object_points_global(
     empty = np.zeros(0, np.int64)
     if len(boxes) == 0 or len(frame_points_global) == 0:
         return empty, empty
-    points = np.asarray(frame_points_global, dtype=np.float64)
+    points = np.ascontiguousarray(frame_points_global, dtype=np.float64)
+    centres = np.ascontiguousarray(boxes.center_m, dtype=np.float64)
     radius = 0.5 * np.hypot(boxes.size_wlh_m[:, 0], boxes.size_wlh_m[:, 1]) + 1e-6
-    # Candidates: the returns in grid cells that each box's circumscribed square meets (the
-    # exact test below keeps what a KD-tree's circle query then that test kept, at a third of
-    # its cost: most returns of a street scene lie near some box).
-    owner, point = pairs_in_squares(points[:, :2], boxes.center_m[:, :2], radius)
-    if len(owner) == 0:
-        return empty, empty
-    d = points[point] - boxes.center_m[owner]
+    lo = np.floor((centres[:, :2] - radius[:, None]) / PAIR_CELL_M).astype(np.int64)
+    hi = np.floor((centres[:, :2] + radius[:, None]) / PAIR_CELL_M).astype(np.int64)
+    grid_lo, grid_hi = lo.min(axis=0), hi.max(axis=0)
+    if np.prod((grid_hi - grid_lo + 1).astype(np.float64)) > _MAX_GRID_CELLS:
+        # Boxes spread over more than a dense grid should hold (none of a clip's keyframe):
+        # the sort-merge join of the cells instead, the same pairs.
+        owner, point = pairs_in_squares(points[:, :2], centres[:, :2], radius)
+        if len(owner) == 0:
+            return empty, empty
+        inside = _inside(points[point] - centres[owner], boxes, owner)
+        owner, point = owner[inside], point[inside]
+        order = np.lexsort((point, owner))
+        return owner[order], point[order]
+    yaw = np.asarray(boxes.yaw_rad, np.float64)
+    return _points_in_boxes_kernel(
+        points,
+        centres,
+        np.cos(yaw),
+        np.sin(yaw),
+        0.5 * np.asarray(boxes.size_wlh_m, np.float64),
+        lo,
+        hi,
+        grid_lo,
+        grid_hi,
+        PAIR_CELL_M,
+    )
+
+
+#: The most cells ``object_points_global``'s dense grid may have (64 MiB of int64 heads).
+_MAX_GRID_CELLS = 1 << 23
+
+
+def _inside(d: np.ndarray, boxes: Boxes3D, owner: np.ndarray) -> np.ndarray:
+    """(M,) bool: offsets ``d`` (M, 3) from their boxes' centres inside those boxes
+    (``Boxes3D.points_inside``'s test, boundaries included)."""
     c, s = np.cos(boxes.yaw_rad[owner]), np.sin(boxes.yaw_rad[owner])
     half = 0.5 * boxes.size_wlh_m[owner]
-    inside = (
+    return (
         (np.abs(c * d[:, 0] + s * d[:, 1]) <= half[:, 1])
         & (np.abs(-s * d[:, 0] + c * d[:, 1]) <= half[:, 0])
         & (np.abs(d[:, 2]) <= half[:, 2])
     )
-    owner, point = owner[inside], point[inside]
-    order = np.lexsort((point, owner))
-    return owner[order], point[order]
+
+
+@numba.njit(cache=True)
+def _points_in_boxes_kernel(
+    points, centres, cos_yaw, sin_yaw, half, lo, hi, grid_lo, grid_hi, cell_m
+):
+    """The kernel of ``object_points_global``: box n's cells are [lo[n], hi[n]] (x, y cell
+    indices, inclusive), listed per cell of the grid [grid_lo, grid_hi]; each point is tested
+    against the boxes of its cell, in ``_inside``'s float64 operations (no fused multiply-add:
+    numba leaves them unfused without fastmath). Returns (owner, point) sorted by owner, then
+    point."""
+    n = len(centres)
+    nx = grid_hi[0] - grid_lo[0] + 1
+    ny = grid_hi[1] - grid_lo[1] + 1
+    heads = np.zeros(nx * ny + 1, np.int64)
+    for b in range(n):
+        for x in range(lo[b, 0], hi[b, 0] + 1):
+            for y in range(lo[b, 1], hi[b, 1] + 1):
+                heads[(x - grid_lo[0]) * ny + (y - grid_lo[1]) + 1] += 1
+    for k in range(nx * ny):
+        heads[k + 1] += heads[k]
+    cell_boxes = np.empty(heads[nx * ny], np.int64)
+    fill = heads[:-1].copy()
+    for b in range(n):  # ascending box order in every cell
+        for x in range(lo[b, 0], hi[b, 0] + 1):
+            for y in range(lo[b, 1], hi[b, 1] + 1):
+                k = (x - grid_lo[0]) * ny + (y - grid_lo[1])
+                cell_boxes[fill[k]] = b
+                fill[k] += 1
+    # Two passes over the points: count the pairs of each box, then write them in place, so
+    # each box's points come out in ascending order without a sort.
+    per_box = np.zeros(n + 1, np.int64)
+    owner = np.empty(0, np.int64)
+    point = np.empty(0, np.int64)
+    at = np.empty(0, np.int64)
+    for write in range(2):
+        if write:
+            for b in range(n):
+                per_box[b + 1] += per_box[b]
+            owner = np.empty(per_box[n], np.int64)
+            point = np.empty(per_box[n], np.int64)
+            at = per_box[:-1].copy()
+        for p in range(len(points)):
+            x = np.int64(np.floor(points[p, 0] / cell_m))
+            y = np.int64(np.floor(points[p, 1] / cell_m))
+            if x < grid_lo[0] or x > grid_hi[0] or y < grid_lo[1] or y > grid_hi[1]:
+                continue
+            k = (x - grid_lo[0]) * ny + (y - grid_lo[1])
+            for j in range(heads[k], heads[k + 1]):
+                b = cell_boxes[j]
+                d0 = points[p, 0] - centres[b, 0]
+                d1 = points[p, 1] - centres[b, 1]
+                d2 = points[p, 2] - centres[b, 2]
+                c, s = cos_yaw[b], sin_yaw[b]
+                if (
+                    abs(c * d0 + s * d1) <= half[b, 1]
+                    and abs(-s * d0 + c * d1) <= half[b, 0]
+                    and abs(d2) <= half[b, 2]
+                ):
+                    if write:
+                        owner[at[b]] = b
+                        point[at[b]] = p
+                        at[b] += 1
+                    else:
+                        per_box[b + 1] += 1
+    return owner, point
 
 
 def _frame_points(

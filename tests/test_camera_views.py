@@ -30,3 +30,11 @@ def test_object_points_global_matches_the_dense_inside_test():
     np.testing.assert_array_equal(point, expected_point)
     empty = object_points_global(np.zeros((0, 3)), boxes)
     assert len(empty[0]) == len(empty[1]) == 0
+    # The boxes near the origin alone span a grid small enough for the dense-grid kernel (both
+    # together, 5e4 m apart, take the sort-merge join above).
+    near_boxes = boxes[np.arange(n // 2)]
+    owner, point = object_points_global(points, near_boxes)
+    expected_owner, expected_point = np.nonzero(near_boxes.points_inside(points))
+    assert len(expected_owner) > 250
+    np.testing.assert_array_equal(owner, expected_owner)
+    np.testing.assert_array_equal(point, expected_point)

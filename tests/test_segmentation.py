@@ -629,6 +629,35 @@ def _reference_geometry(hulls, depth, near, lidar_min, margin_m, width_px, heigh
     return geometric, [c.sum(axis=(1, 2)) for c in [*counts, geometric]]
 
 
+def test_lidar_min_depth_is_the_nearest_return_in_each_pixels_square():
+    """The splatted and eroded depth map against a brute-force minimum over the returns whose
+    pixel lies within the square of half-width radius_px (returns sharing pixels, equal depths,
+    returns outside the crop but within the radius, and beyond it)."""
+    from autolabel.segmentation.geometry import _lidar_min_depth
+
+    rng = np.random.default_rng(11)
+    width_px, height_px = 40, 30
+    for trial in range(20):
+        n = int(rng.integers(0, 60))
+        uv = rng.uniform(0, [width_px, height_px], (n, 2))
+        if trial % 2:
+            uv = np.floor(uv / 4) * 4 + 0.5  # many returns on the same pixels
+        depth = rng.choice([3.0, 5.0, 5.0, 7.5], n) if trial % 3 else rng.uniform(1, 9, n)
+        scene = np.c_[uv, depth].astype(np.float32)
+        radius = int(rng.integers(0, 4))
+        region = (5, 4, 31, 22)
+        got = _lidar_min_depth(scene, region, radius, (width_px, height_px))
+        expected = np.full((region[3] - region[1], region[2] - region[0]), np.inf, np.float32)
+        for (u, v), d in zip(scene[:, :2].astype(int), scene[:, 2], strict=True):
+            rows = slice(max(v - radius, region[1]), max(min(v + radius + 1, region[3]), 0))
+            cols = slice(max(u - radius, region[0]), max(min(u + radius + 1, region[2]), 0))
+            rows = slice(rows.start - region[1], max(rows.stop - region[1], 0))
+            cols = slice(cols.start - region[0], max(cols.stop - region[0], 0))
+            if rows.start < rows.stop and cols.start < cols.stop:
+                expected[rows, cols] = np.minimum(expected[rows, cols], d)
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_image_geometry_equals_whole_image_painting_on_random_hulls():
     """The kernel's hull pixels are convex_polygon_mask's (vertices on pixel centres and edges
     included), its z-buffer and LiDAR tests those of whole-image arrays."""

@@ -202,10 +202,12 @@ class GeometricSegmenter:
                 "from autolabel.segmentation.geometry.image_geometry)"
             )
         n = len(boxes)
-        if geometry.masks.shape != (n, *image.shape[:2]):
+        if len(geometry.boxes_px) != n or tuple(geometry.image_size_px) != image.shape[1::-1]:
+            width_px, height_px = geometry.image_size_px
             raise ValueError(
-                f"segment: prompts['geometry'] has masks {geometry.masks.shape} for {n} boxes on "
-                f"a {image.shape[1]}x{image.shape[0]} image"
+                f"segment: prompts['geometry'] has {len(geometry.boxes_px)} masks of a "
+                f"{width_px}x{height_px} image for {n} boxes on a {image.shape[1]}x"
+                f"{image.shape[0]} image"
             )
         if seeds is None:
             seeds = [np.zeros((0, 2))] * n
@@ -213,7 +215,7 @@ class GeometricSegmenter:
         # so COCO RLE encodes it without a transposing copy; untouched pages stay unallocated).
         masks = np.zeros((n, image.shape[1], image.shape[0]), bool).transpose(0, 2, 1)
         for i, (u0, v0, u1, v1) in enumerate(geometry.boxes_px):
-            masks[i, v0:v1, u0:u1] = geometry.masks[i, v0:v1, u0:u1]
+            masks[i, v0:v1, u0:u1] = geometry.crop_mask(i)
         for i in np.flatnonzero(self._refined(geometry, prompts or {}, n)):
             self._refine(image, masks[i], geometry.boxes_px[i], seeds[i])
         recall = own_return_recall(masks, seeds)

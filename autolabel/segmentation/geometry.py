@@ -44,23 +44,50 @@ __all__ = ["ImageGeometry", "convex_polygon_mask", "image_geometry", "radius_px_
 class ImageGeometry:
     """Per-object geometry of one image, all (N,) unless said otherwise.
 
+    Each geometric mask is kept on its hull's crop only (``crop_mask``): a full-image stack costs
+    a zeroed (N, H, W) buffer per image, which the segmenter that reads the masks fills again.
+
     Attributes:
-        masks: (N, H, W) bool geometric masks (see the module docstring).
+        crop_pixels: bool, every object's geometric mask on its crop ``boxes_px[i]``, one after
+            the other, each column-major ((u1 - u0, v1 - v0) C order; see ``crop_mask``).
+        crop_offsets: (N + 1,) int64, where each object's crop starts in ``crop_pixels``.
         hull_px: int64 pixels of each hull (pixel centres inside it).
         zbuffered_px: int64 hull pixels not owned by a nearer hull.
         lidar_covered_px: int64 hull pixels with a LiDAR return within the disc.
         lidar_occluded_px: int64 hull pixels whose nearest such return is nearer than the object.
         geometric_px: int64 pixels of each geometric mask.
         boxes_px: (N, 4) int64 [u0, v0, u1, v1] bounding crop of each hull (empty: all 0).
+        image_size_px: (width, height) of the image, pixels.
     """
 
-    masks: np.ndarray
+    crop_pixels: np.ndarray
+    crop_offsets: np.ndarray
     hull_px: np.ndarray
     zbuffered_px: np.ndarray
     lidar_covered_px: np.ndarray
     lidar_occluded_px: np.ndarray
     geometric_px: np.ndarray
     boxes_px: np.ndarray
+    image_size_px: tuple[int, int]
+
+    def crop_mask(self, i: int) -> np.ndarray:
+        """(v1 - v0, u1 - u0) bool view of object ``i``'s geometric mask on its crop
+        ``boxes_px[i]`` (column-major, as the full-image masks)."""
+        u0, v0, u1, v1 = (int(x) for x in self.boxes_px[i])
+        start, stop = self.crop_offsets[i], self.crop_offsets[i + 1]
+        return self.crop_pixels[start:stop].reshape(u1 - u0, v1 - v0).T
+
+    @property
+    def masks(self) -> np.ndarray:
+        """(N, H, W) bool geometric masks (see the module docstring), built on each call,
+        column-major per mask ((N, W, H) storage: COCO RLE encodes it without a transposing
+        copy)."""
+        width_px, height_px = self.image_size_px
+        n = len(self.boxes_px)
+        masks = np.zeros((n, width_px, height_px), bool).transpose(0, 2, 1)
+        for i, (u0, v0, u1, v1) in enumerate(self.boxes_px):
+            masks[i, v0:v1, u0:u1] = self.crop_mask(i)
+        return masks
 
     @property
     def hull_occluded_share(self) -> np.ndarray:
@@ -133,11 +160,22 @@ def _lidar_min_depth(
     inside = (u >= gu0) & (u < gu1) & (v >= gv0) & (v < gv1)
     u, v, depth = u[inside] - gu0, v[inside] - gv0, scene_uvd[inside, 2]
     grown = np.full((gv1 - gv0, gu1 - gu0), np.inf, np.float32)
-    order = np.argsort(-depth, kind="stable")  # nearest written last: it wins
-    grown[v[order], u[order]] = depth[order]
+    _splat_nearest(grown, v, u, depth)
     kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * radius_px + 1, 2 * radius_px + 1))
     grown = cv2.erode(grown, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=np.inf)
     return grown[v0 - gv0 : v1 - gv0, u0 - gu0 : u1 - gu0]
+
+
+@numba.njit(cache=True)
+def _splat_nearest(grid, v, u, depth):
+    """Each return's depth into ``grid`` (float32, (rows, columns)) at (v, u) where it is the
+    nearest so far: the pixel keeps its nearest return, as writing the returns far to near in a
+    stable order would (of equal depths the later return; a NaN depth, sorted after every
+    number, wins), without the sort."""
+    for k in range(len(depth)):
+        d = depth[k]
+        if d <= grid[v[k], u[k]] or d != d:
+            grid[v[k], u[k]] = d
 
 
 def image_geometry(
@@ -165,12 +203,11 @@ def image_geometry(
     n = len(hulls)
     depth = np.asarray(depth_m, np.float64).reshape(-1)
     near = np.asarray(near_depth_m, np.float64).reshape(-1)
-    # Column-major per mask ((N, W, H) storage): COCO RLE encodes it without a transposing copy.
-    masks = np.zeros((n, width_px, height_px), bool).transpose(0, 2, 1)
     counts = np.zeros((5, n), np.int64)
     boxes = np.zeros((n, 4), np.int64)
+    size = (width_px, height_px)
     if n == 0:
-        return ImageGeometry(masks, *counts, boxes)
+        return ImageGeometry(np.zeros(0, bool), np.zeros(1, np.int64), *counts, boxes, size)
     polygons = [np.asarray(p, np.float64).reshape(-1, 2) for p in hulls]
     painted = np.zeros(n, bool)
     for i, polygon in enumerate(polygons):
@@ -181,8 +218,11 @@ def image_geometry(
             if u1 > u0 and v1 > v0:
                 boxes[i] = (u0, v0, u1, v1)
                 painted[i] = True
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))
+    crops = np.zeros(offsets[-1], bool)
     if not painted.any():
-        return ImageGeometry(masks, *counts, boxes)
+        return ImageGeometry(crops, offsets, *counts, boxes, size)
     # The owner map and the LiDAR depth cover the union of the hulls' crops only (nothing is
     # painted or read outside it).
     ru0, rv0 = boxes[painted, :2].min(axis=0)
@@ -193,14 +233,14 @@ def image_geometry(
         radius_px,
         (width_px, height_px),
     )
-    offsets = np.zeros(n + 1, np.int64)
-    offsets[1:] = np.cumsum([len(p) for p in polygons])
+    vertex_offsets = np.zeros(n + 1, np.int64)
+    vertex_offsets[1:] = np.cumsum([len(p) for p in polygons])
     # A return is nearer when its float32 depth is below the threshold in float32 (the
     # comparison NumPy made of the float32 depth map with a float64 scalar).
     nearer_than = (near - margin_m).astype(np.float32)
     _paint_hulls(
-        np.concatenate(polygons) if offsets[-1] else np.zeros((0, 2)),
-        offsets,
+        np.concatenate(polygons) if vertex_offsets[-1] else np.zeros((0, 2)),
+        vertex_offsets,
         boxes,
         painted,
         np.lexsort((-np.arange(n), -depth)),  # far to near; equal depth: lower index last
@@ -208,10 +248,11 @@ def image_geometry(
         int(ru0),
         int(rv0),
         nearer_than,
-        masks.transpose(0, 2, 1),
+        crops,
+        offsets,
         counts,
     )
-    return ImageGeometry(masks, *counts, boxes)
+    return ImageGeometry(crops, offsets, *counts, boxes, size)
 
 
 @numba.njit(cache=True)
@@ -255,13 +296,25 @@ def _row_columns(polygon: np.ndarray, row: int, u0: int, u1: int) -> tuple[int, 
 
 @numba.njit(cache=True)
 def _paint_hulls(
-    polygons, offsets, boxes, painted, order, lidar, ru0, rv0, nearer_than, masks_t, counts
+    polygons,
+    offsets,
+    boxes,
+    painted,
+    order,
+    lidar,
+    ru0,
+    rv0,
+    nearer_than,
+    crop_pixels,
+    crop_offsets,
+    counts,
 ):
     """The kernel of ``image_geometry``: z-buffers the painted hulls (``order``: far to near) on
-    the union crop at (ru0, rv0), sets each geometric mask in ``masks_t`` ((N, W, H), the masks'
-    column-major storage) and writes ``counts`` (5, N): hull, own, covered, occluded, geometric
-    pixels. ``lidar`` is the union crop's nearest-return map; a pixel is occluded where that
-    return's depth is below ``nearer_than``."""
+    the union crop at (ru0, rv0), sets each geometric mask on its crop in ``crop_pixels`` (from
+    ``crop_offsets[i]``, column-major: ``ImageGeometry.crop_pixels``) and writes ``counts`` (5,
+    N): hull, own, covered, occluded, geometric pixels. ``lidar`` is the union crop's
+    nearest-return map; a pixel is occluded where that return's depth is below
+    ``nearer_than``."""
     n = len(boxes)
     owner = np.full(lidar.shape, -1, np.int32)
     # Each hull's columns, row by row, computed once (both passes read them).
@@ -286,8 +339,10 @@ def _paint_hulls(
         if not painted[i]:
             continue
         threshold = nearer_than[i]
+        crop_h = boxes[i, 3] - boxes[i, 1]
+        base = crop_offsets[i] - boxes[i, 0] * crop_h - boxes[i, 1]  # of pixel (u, v): + u*h + v
         hull = own = covered = occluded = geometric = 0
-        for r in range(boxes[i, 3] - boxes[i, 1]):
+        for r in range(crop_h):
             v = boxes[i, 1] + r
             lo, hi = columns[starts[i] + r, 0], columns[starts[i] + r, 1]
             hull += hi - lo
@@ -300,7 +355,7 @@ def _paint_hulls(
                 covered += is_covered
                 occluded += is_occluded
                 if not is_occluded and (is_own or is_covered):
-                    masks_t[i, u, v] = True
+                    crop_pixels[base + u * crop_h + v] = True
                     geometric += 1
         counts[0, i] = hull
         counts[1, i] = own
