@@ -2,7 +2,8 @@
 
 Usage::
 
-    PYTHONPATH=$PWD python3 bench/bench_visibility_real.py [--dataroot DIR] [--keyframes 0,8]
+    PYTHONPATH=$PWD python3 bench/bench_visibility_real.py [--dataroot DIR (default
+        $AUTOLABEL_REALDATA/pandaset-002 or ../shared/realdata/pandaset-002)] [--keyframes 0,8]
         [--segmenter NAME] [--run BEFORE_RUN_DIR] [--synth-runs BEFORE_DIR AFTER_DIR]
 
 Runs the segment and visibility stages on the clip (``detector: gt``, ``detector_options:
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -40,7 +42,11 @@ import pandas as pd
 import shapely
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATAROOT = ROOT.parent / "shared" / "realdata" / "pandaset-002"
+#: ``shared/realdata`` beside the checkout, or where ``AUTOLABEL_REALDATA`` says (as the tests).
+DEFAULT_DATAROOT = (
+    Path(os.environ.get("AUTOLABEL_REALDATA") or ROOT.parent / "shared" / "realdata")
+    / "pandaset-002"
+)
 VERSION = "v1.0-pandaset"
 
 CLEAR_MIN_IN_IMAGE = 0.5
