@@ -48,7 +48,14 @@ from trackers import get_tracker  # noqa: E402
 from trackers.pub_tracker import REFINE_CLASS_GROUPS  # noqa: E402
 from trackers.tracking_results import write_tracking_submission  # noqa: E402
 
-PANDASET = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "pandaset-002"
+#: ``shared/realdata`` beside the checkout, or where ``AUTOLABEL_REALDATA`` says (as the tests).
+PANDASET = (
+    Path(
+        os.environ.get("AUTOLABEL_REALDATA")
+        or Path(__file__).resolve().parents[2] / "shared" / "realdata"
+    )
+    / "pandaset-002"
+)
 
 
 def run_chains(clips, refine_config: RefineConfig) -> dict:
