@@ -139,6 +139,13 @@ class Models:
                 # Image evidence only for tracks the visibility filter may keep: it rejects the
                 # views of tracks scoring below min_track_score whatever their evidence says.
                 options.setdefault("image_evidence_from", self.config.visibility.min_track_score)
+                # No seed-free evidence cut where its value cannot change a decision: the
+                # filter's image-evidence threshold, and the mask score above which QA's
+                # confidence tells none apart (when the filter keeps such masks anyway).
+                options.setdefault("evidence_decided_above", self.config.visibility.min_image_score)
+                full = self.config.qa.confidence.mask_score_full
+                if full > self.config.visibility.min_mask_score:
+                    options.setdefault("evidence_score_full", full)
             self._segmenter = get_segmenter(self.config.segmenter, options)
         return self._segmenter
 

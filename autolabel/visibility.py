@@ -274,7 +274,7 @@ def _mask_counts(
         return np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     order = np.lexsort((-np.arange(n), -np.asarray(depth_m, np.float64)))  # far to near
     if masks is None:
-        return _zbuffer_kernel(np.zeros((0, 0, 0), bool), crops, inner, painted, order, False)
+        return _box_zbuffer_kernel(crops, inner, painted, order)
     if masks[0].T.flags.c_contiguous:
         # Column-major masks (the geometric segmenter's): walk the transposes, column by column
         # as they lie in memory (the pixel counts do not depend on the axis order).
@@ -324,6 +324,71 @@ def _zbuffer_kernel(
                 if not claimed[r - r0, c - c0]:
                     claimed[r - r0, c - c0] = True
                     visible[i] += 1
+    return total, in_inner, visible
+
+
+@numba.njit(cache=True)
+def _box_zbuffer_kernel(
+    crops: np.ndarray, inner: np.ndarray, painted: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_zbuffer_kernel`` without masks (each layer its whole crop [col0, row0, col1, row1]),
+    the same counts from rectangle arithmetic: the nearer crops that cover a row are the same
+    over each band between their row edges, so a layer's unclaimed pixels are, band by band, its
+    width less the union of their column spans times the band's height (O(N^3 log N) per image
+    instead of every box pixel: a near car's box is a large share of a 1600 x 900 image)."""
+    n = len(crops)
+    total = np.zeros(n, np.int64)
+    in_inner = np.zeros(n, np.int64)
+    visible = np.zeros(n, np.int64)
+    nearer = np.empty(n, np.int64)  # the painted layers claimed before this one
+    n_nearer = 0
+    edges = np.empty(2 * n + 2, np.int64)
+    span_lo = np.empty(n, np.int64)
+    span_hi = np.empty(n, np.int64)
+    for k in range(n - 1, -1, -1):
+        i = order[k]
+        if not painted[i]:
+            continue
+        c0, r0, c1, r1 = crops[i, 0], crops[i, 1], crops[i, 2], crops[i, 3]
+        total[i] = (c1 - c0) * (r1 - r0)
+        in_inner[i] = max(0, min(c1, inner[i, 2]) - max(c0, inner[i, 0])) * max(
+            0, min(r1, inner[i, 3]) - max(r0, inner[i, 1])
+        )
+        m = 0
+        edges[m] = r0
+        edges[m + 1] = r1
+        m += 2
+        for t in range(n_nearer):
+            j = nearer[t]
+            for edge in (crops[j, 1], crops[j, 3]):
+                if r0 < edge < r1:
+                    edges[m] = edge
+                    m += 1
+        bands = np.unique(edges[:m])
+        unclaimed = 0
+        for b in range(len(bands) - 1):
+            a, z = bands[b], bands[b + 1]
+            s = 0
+            for t in range(n_nearer):
+                j = nearer[t]
+                if crops[j, 1] <= a and crops[j, 3] >= z:
+                    lo, hi = max(crops[j, 0], c0), min(crops[j, 2], c1)
+                    if lo < hi:
+                        span_lo[s] = lo
+                        span_hi[s] = hi
+                        s += 1
+            by_lo = np.argsort(span_lo[:s])
+            covered = 0
+            end = c0
+            for t in range(s):
+                lo, hi = max(span_lo[by_lo[t]], end), span_hi[by_lo[t]]
+                if hi > lo:
+                    covered += hi - lo
+                    end = hi
+            unclaimed += (c1 - c0 - covered) * (z - a)
+        visible[i] = unclaimed
+        nearer[n_nearer] = i
+        n_nearer += 1
     return total, in_inner, visible
 
 

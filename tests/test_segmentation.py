@@ -11,7 +11,11 @@ import pytest
 from pycocotools import mask as mask_utils
 
 from autolabel.segmentation import SegmenterUnavailable, get_segmenter
-from autolabel.segmentation.lidar_seeded import LidarSeededConfig, LidarSeededSegmenter
+from autolabel.segmentation.lidar_seeded import (
+    SCORE_FEATURE_NAMES,
+    LidarSeededConfig,
+    LidarSeededSegmenter,
+)
 from autolabel.segmentation.rle import (
     decode_mask,
     decode_masks,
@@ -195,6 +199,84 @@ def test_lidar_seeded_wanted_objects_match_a_full_run_on_overlapping_scenes():
     assert overlapping > 0  # the scene has occluders, so the nearer cuts were exercised
     with pytest.raises(ValueError, match="wanted has 1 entries"):
         segmenter.segment_with_features(scene.image, boxes, prompts, np.ones(1, bool))
+
+
+def test_lidar_seeded_deferred_seed_free_cuts_equal_the_inline_ones():
+    """Seed-free cuts run after the overlaps give the features of the inline run, byte for
+    byte; those the caller skips get boxcut_iou 0.5 and every other feature unchanged. The
+    callback sees overlap_kept resolved and NaN where a cut is pending."""
+    segmenter = LidarSeededSegmenter()
+    scene = make_validation_scene(8, 270, 480, n_objects=8, seed_offset_fraction=(0.0, 0.1))
+    prompts = {"points_uv": scene.points_uv, "depth_m": scene.depth_m}
+    masks, features = segmenter.segment_with_features(scene.image, scene.boxes_2d, prompts)
+    seen = []
+
+    def run_all(f):
+        seen.append(f.copy())
+        return np.zeros(len(f), bool)
+
+    deferred_masks, deferred = segmenter.segment_with_features(
+        scene.image, scene.boxes_2d, prompts, boxcut_skip=run_all
+    )
+    assert deferred.tobytes() == features.tobytes()
+    assert deferred_masks.tobytes() == masks.tobytes()
+    (given,) = seen
+    column = SCORE_FEATURE_NAMES.index("boxcut_iou")
+    pending = np.isnan(given[:, column])
+    assert pending.sum() >= 4  # most objects have a seed-free cut
+    other = np.arange(len(SCORE_FEATURE_NAMES)) != column
+    assert given[:, other].tobytes() == features[:, other].tobytes()  # overlap_kept resolved
+    skip = np.arange(len(features)) % 2 == 0
+    _, skipped = segmenter.segment_with_features(
+        scene.image, scene.boxes_2d, prompts, boxcut_skip=lambda f: skip
+    )
+    assert np.all(skipped[skip & pending, column] == 0.5)
+    assert skipped[~skip].tobytes() == features[~skip].tobytes()
+    assert skipped[:, other].tobytes() == features[:, other].tobytes()
+    assert np.any(features[skip & pending, column] != 0.5)  # the skip did change something
+    with pytest.raises(ValueError, match="boxcut_skip gave 1 values"):
+        segmenter.segment_with_features(
+            scene.image, scene.boxes_2d, prompts, boxcut_skip=lambda f: np.ones(1, bool)
+        )
+
+
+def test_geometric_evidence_skips_only_seed_free_cuts_that_decide_nothing():
+    """Where the segmenter skips an object's seed-free cut, every boxcut_iou in [0, 1] gives
+    the same side of the evidence threshold, and a capped score that is the geometric one, or
+    at least evidence_score_full, for all of them (checked on a fine grid of values)."""
+    from autolabel.segmentation.geometric import GeometricConfig, GeometricSegmenter
+    from autolabel.segmentation.lidar_seeded import score_from_features
+
+    threshold, full = 0.7, 0.8
+    segmenter = GeometricSegmenter(
+        GeometricConfig(evidence_decided_above=threshold, evidence_score_full=full)
+    )
+    rng = np.random.default_rng(3)
+    # seed_recall, boxcut_iou (replaced), cut_support, box_fill, overlap_kept: as on real views
+    features = rng.uniform([0.5, 0, 0.5, 0.2, 0.6], [1, 1, 1, 0.9, 1], (4000, 5))
+    features[rng.random(len(features)) < 0.5, -1] = 1.0
+    geometric = rng.choice([1.0, 0.95, 0.6], len(features)) * rng.uniform(0.5, 1, len(features))
+    skip = segmenter._boxcut_decides_nothing(features, geometric)
+    column = SCORE_FEATURE_NAMES.index("boxcut_iou")
+    outcomes = []
+    for value in np.linspace(0, 1, 101):
+        f = features.copy()
+        f[:, column] = value
+        evidence = score_from_features(f).astype(np.float64)
+        capped = np.minimum(geometric, evidence)
+        outcomes.append((evidence > threshold, capped == geometric, capped >= full))
+    above, uncapped, saturated = (np.array(o) for o in zip(*outcomes, strict=True))
+    decided = np.all(above == above[:1], axis=0)
+    harmless = np.all(uncapped, axis=0) | np.all(saturated, axis=0)
+    assert np.all(decided[skip] & harmless[skip])
+    # Not a trivial answer: many cuts are skipped, and every object the bounds cannot settle
+    # is cut.
+    assert 0.05 < skip.mean() < 0.95
+    assert not np.any(skip & ~decided)
+    off = GeometricSegmenter(GeometricConfig(evidence_decided_above=threshold))
+    assert np.all(off._boxcut_decides_nothing(features, geometric) <= skip)
+    with pytest.raises(ValueError, match="GeometricConfig.evidence_score_full"):
+        GeometricConfig(evidence_score_full=1.5)
 
 
 def test_segment_input_errors_name_the_argument(ellipse_scene):
@@ -607,6 +689,12 @@ def test_run_measures_image_evidence_only_for_tracks_the_filter_may_keep():
     assert Models(config).segmenter().config.image_evidence_from == 0.4
     given = PipelineConfig(segmenter="geometric", segmenter_options={"image_evidence_from": 0.0})
     assert Models(given).segmenter().config.image_evidence_from == 0.0
+    # The seed-free evidence cuts are skipped by the run's own thresholds.
+    seg_config = Models(config).segmenter().config
+    assert seg_config.evidence_decided_above == config.visibility.min_image_score == 0.7
+    assert seg_config.evidence_score_full == config.qa.confidence.mask_score_full == 0.8
+    every = PipelineConfig(segmenter="geometric", segmenter_options={"evidence_decided_above": 0.0})
+    assert Models(every).segmenter().config.evidence_decided_above == 0.0
 
 
 def _reference_geometry(hulls, depth, near, lidar_min, margin_m, width_px, height_px):

@@ -475,3 +475,44 @@ def test_mask_statistics_match_a_painter_on_full_images():
             assert stats.mask_px[i] == masks[i].sum()
             assert stats.in_box_px[i] == (masks[i] & in_box).sum()
             assert stats.visible_px_mask[i] == (owner == i).sum()
+
+
+def test_box_zbuffer_counts_match_a_painter_and_the_pixel_kernel():
+    """The rectangle-arithmetic box z-buffer gives the per-pixel kernel's counts and a full-image
+    painter's: each crop's pixels, those inside its ``inner`` crop, and those no nearer crop
+    covers (equal depths: the lower index on top; empty crops paint nothing)."""
+    from autolabel.visibility import _box_zbuffer_kernel, _zbuffer_kernel
+
+    rng = np.random.default_rng(5)
+    height_px, width_px = 60, 90
+    for _ in range(200):
+        n = int(rng.integers(1, 9))
+        c0 = rng.integers(0, width_px, n)
+        r0 = rng.integers(0, height_px, n)
+        crops = np.c_[
+            c0, r0, np.minimum(c0 + rng.integers(0, 60, n), width_px),
+            np.minimum(r0 + rng.integers(0, 40, n), height_px),
+        ].astype(np.int64)  # fmt: skip
+        inner = np.sort(rng.integers(0, width_px, (n, 2)), axis=1)
+        inner_rows = np.sort(rng.integers(0, height_px, (n, 2)), axis=1)
+        inner = np.c_[inner[:, 0], inner_rows[:, 0], inner[:, 1], inner_rows[:, 1]].astype(np.int64)
+        painted = (crops[:, 2] > crops[:, 0]) & (crops[:, 3] > crops[:, 1])
+        if not painted.any():
+            continue
+        depth = rng.integers(1, 4, n).astype(float)
+        order = np.lexsort((-np.arange(n), -depth))
+        got = _box_zbuffer_kernel(crops, inner, painted, order)
+        pixel = _zbuffer_kernel(np.zeros((0, 0, 0), bool), crops, inner, painted, order, False)
+        owner = np.full((height_px, width_px), -1)
+        for i in order:  # far to near
+            owner[crops[i, 1] : crops[i, 3], crops[i, 0] : crops[i, 2]] = i
+        for i in range(n):
+            box = np.zeros((height_px, width_px), bool)
+            box[crops[i, 1] : crops[i, 3], crops[i, 0] : crops[i, 2]] = True
+            in_inner = np.zeros_like(box)
+            in_inner[inner[i, 1] : inner[i, 3], inner[i, 0] : inner[i, 2]] = True
+            assert got[0][i] == box.sum()
+            assert got[1][i] == (box & in_inner).sum()
+            assert got[2][i] == (owner == i).sum()
+        for a, b in zip(got, pixel, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -84,6 +84,18 @@ class GeometricConfig:
             ``working_max_side_px`` 48, which alone gained 4 % there and none on PandaSet-002);
             at 64 / 64 the unit test's false positive (bare background with LiDAR seeds over it)
             got no colour cut and scored 0.72 (0.55 at 96 / 96).
+        evidence_decided_above: the score above which image evidence supports its track (the
+            visibility filter's ``min_image_score``); with it, an object's seed-free evidence cut
+            (``boxcut_iou``, the colour segmenter's costliest part after the seeded cut) is
+            not run where no value of it could change what the run decides: its evidence falls
+            on the same side of this threshold for ``boxcut_iou`` 0 and 1, and the score it
+            caps stays the geometric one, or at least ``evidence_score_full``, either way (the
+            score published is then the one with ``boxcut_iou`` 0.5, as when no cut is made).
+            0: every cut runs. ``autolabel run`` sets it (and the next) from its visibility and
+            QA configs unless ``segmenter_options`` gives them.
+        evidence_score_full: a mask score at or above which nothing downstream tells scores
+            apart (QA's ``mask_score_full``; it must exceed the filter's ``min_mask_score``);
+            0: not used.
         refine_all_views: also refine the objects of ``prompts["refine_skip"]`` (the views the
             run's visibility filter rejects whatever their masks: no question is asked about
             them and no mark drawn). False keeps their geometric masks: on the 20 s synthetic
@@ -102,6 +114,8 @@ class GeometricConfig:
     image_caps_score: bool = True
     evidence_working_max_side_px: int = 96
     evidence_boxcut_max_side_px: int = 96
+    evidence_decided_above: float = 0.0
+    evidence_score_full: float = 0.0
     refine_all_views: bool = False
 
     def __post_init__(self) -> None:
@@ -130,6 +144,11 @@ class GeometricConfig:
                 "GeometricConfig.image_evidence_below: must be in [0, 1], got "
                 f"{self.image_evidence_below}"
             )
+        for key in ("evidence_decided_above", "evidence_score_full"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ValueError(
+                    f"GeometricConfig.{key}: must be in [0, 1], got {getattr(self, key)}"
+                )
         if not 0.0 <= self.image_evidence_from <= 1.0:
             raise ValueError(
                 "GeometricConfig.image_evidence_from: must be in [0, 1], got "
@@ -220,7 +239,7 @@ class GeometricSegmenter:
             self._refine(image, masks[i], geometry.boxes_px[i], seeds[i])
         recall = own_return_recall(masks, seeds)
         score = np.where(np.isnan(recall), 1.0, recall) * geometry.visible_share
-        image_score = self._image_evidence(image, boxes, seeds, prompts or {})
+        image_score = self._image_evidence(image, boxes, seeds, prompts or {}, score)
         if image_score is not None and self.config.image_caps_score:
             score = np.where(np.isnan(image_score), score, np.minimum(score, image_score))
         return SegmentationResult(
@@ -281,10 +300,16 @@ class GeometricSegmenter:
         return untrusted
 
     def _image_evidence(
-        self, image: np.ndarray, boxes: np.ndarray, seeds: list[np.ndarray], prompts: dict
+        self,
+        image: np.ndarray,
+        boxes: np.ndarray,
+        seeds: list[np.ndarray],
+        prompts: dict,
+        geometric_score: np.ndarray,
     ) -> np.ndarray | None:
         """(N,) float32 LiDAR-seeded GrabCut score of the objects of untrusted tracks
-        (``_untrusted``), NaN for the others; None without track scores."""
+        (``_untrusted``), NaN for the others; None without track scores. ``geometric_score``:
+        (N,) the scores the evidence caps (``evidence_decided_above``)."""
         untrusted = self._untrusted(prompts, len(boxes))
         if untrusted is None:
             return None
@@ -314,9 +339,35 @@ class GeometricSegmenter:
             {"points_uv": seeds, "depth_m": prompts.get("depth_m")},
             untrusted,
             full_masks=False,
+            boxcut_skip=(
+                None
+                if self.config.evidence_decided_above <= 0.0
+                else lambda f: self._boxcut_decides_nothing(f, geometric_score)
+            ),
         )
         out[untrusted] = score_from_features(features)[untrusted]
         return out
+
+    def _boxcut_decides_nothing(
+        self, features: np.ndarray, geometric_score: np.ndarray
+    ) -> np.ndarray:
+        """(N,) bool: the objects whose seed-free cut cannot change a decision of the run (see
+        ``evidence_decided_above``), from their (N, 5) features without it. The score grows
+        with ``boxcut_iou`` (positive weight), so its values for 0 and 1 bound every outcome."""
+        from autolabel.segmentation.lidar_seeded import SCORE_FEATURE_NAMES, score_from_features
+
+        column = SCORE_FEATURE_NAMES.index("boxcut_iou")
+        low, high = features.copy(), features.copy()
+        low[:, column], high[:, column] = 0.0, 1.0
+        lo = score_from_features(low).astype(np.float64)
+        hi = score_from_features(high).astype(np.float64)
+        threshold = self.config.evidence_decided_above
+        same_side = (lo > threshold) | (hi <= threshold)
+        uncapped = lo >= geometric_score  # the cap leaves the geometric score either way
+        full = self.config.evidence_score_full
+        # Capped either way, but at or above the score where nothing downstream tells apart.
+        saturated = (full > 0.0) & (np.minimum(geometric_score, lo) >= full)
+        return same_side & (uncapped | saturated)
 
     def _refine(
         self, image_rgb: np.ndarray, mask: np.ndarray, box: np.ndarray, seeds: np.ndarray

@@ -32,6 +32,7 @@ crop) each; the per-object work is in C++, and N is the number of objects of one
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,6 +203,7 @@ class LidarSeededSegmenter:
         prompts: dict[str, Any] | None = None,
         wanted: np.ndarray | None = None,
         full_masks: bool = True,
+        boxcut_skip: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> tuple[np.ndarray | None, np.ndarray]:
         """Like ``segment`` but returns ((N, H, W) bool masks, (N, 5) float64 score features).
 
@@ -217,6 +219,12 @@ class LidarSeededSegmenter:
                 OpenCV's RNG, so a mask depends on its own inputs only.
             full_masks: False returns None for the masks (a caller that reads the features
                 only: the masks then never leave their crops).
+            boxcut_skip: the seed-free cuts run last, after the overlaps: called once with the
+                (N, 5) features (``overlap_kept`` resolved, ``boxcut_iou`` NaN where the cut is
+                still to run), it returns (N,) bool, the objects whose seed-free cut is not run
+                (their ``boxcut_iou`` is 0.5, as when no cut is made). The rows of the others
+                equal a run without it (every cut reseeds the RNG, so their order changes
+                nothing).
         """
         image, boxes, seeds = validate_segment_inputs(image, boxes_2d, prompts)
         height_px, width_px = image.shape[:2]
@@ -247,6 +255,7 @@ class LidarSeededSegmenter:
         # crops, and full-image masks are made only for the caller that wants them.
         rois = np.zeros((n, 4), np.int64)
         crop_masks = [np.zeros((0, 0), bool)] * n
+        pending: dict[int, tuple] = {}  # object -> the seed-free cut's inputs, when deferred
         # The wanted objects first: an object cut only for the overlaps is then skipped where no
         # farther wanted mask has a pixel in its box's pixel span (its mask lies there), as its
         # mask could take nothing (every cut reseeds the RNG, so the order changes no mask).
@@ -274,8 +283,13 @@ class LidarSeededSegmenter:
             ):
                 continue
             try:
-                mask_roi, roi, feats = self._segment_one(
-                    image, box, all_seeds, seed_owner == i, with_boxcut=bool(wanted[i])
+                mask_roi, roi, feats, boxcut_args = self._segment_one(
+                    image,
+                    box,
+                    all_seeds,
+                    seed_owner == i,
+                    with_boxcut=bool(wanted[i]),
+                    defer_boxcut=boxcut_skip is not None,
                 )
             except cv2.error:
                 # GrabCut cannot start when the working crop leaves it no background or no
@@ -285,6 +299,8 @@ class LidarSeededSegmenter:
             crop_masks[i] = mask_roi
             features[i] = feats
             rois[i] = roi
+            if boxcut_args is not None:
+                pending[i] = boxcut_args
         if overlaps:
             # Nearest first, each mask loses the pixels nearer masks hold; on crops (a mask is
             # empty outside its own), so the cost is the masked area, not N full images.
@@ -302,6 +318,15 @@ class LidarSeededSegmenter:
                 area_after[i] = np.count_nonzero(mask)
             kept = np.where(area_before > 0, area_after / np.maximum(area_before, 1), 0.0)
             features[:, SCORE_FEATURE_NAMES.index("overlap_kept")] = kept
+        if pending:
+            column = SCORE_FEATURE_NAMES.index("boxcut_iou")
+            skip = np.asarray(boxcut_skip(features.copy()), bool).reshape(-1)
+            if len(skip) != n:
+                raise ValueError(f"segment: boxcut_skip gave {len(skip)} values for {n} boxes")
+            for i, (crop, box_work, mask_work) in pending.items():
+                features[i, column] = (
+                    0.5 if skip[i] else self._boxcut_iou(crop, box_work, mask_work)
+                )
         if not full_masks:
             return None, features
         masks = np.zeros((n, height_px, width_px), dtype=bool)
@@ -316,9 +341,11 @@ class LidarSeededSegmenter:
         all_seeds: np.ndarray,
         own: np.ndarray,
         with_boxcut: bool = True,
-    ) -> tuple[np.ndarray, tuple[int, int, int, int], np.ndarray]:
-        """One object's mask on its crop, the crop, and its features (``boxcut_iou`` 0.5
-        without the seed-free cut)."""
+        defer_boxcut: bool = False,
+    ) -> tuple[np.ndarray, tuple[int, int, int, int], np.ndarray, tuple | None]:
+        """One object's mask on its crop, the crop, its features (``boxcut_iou`` 0.5 without
+        the seed-free cut) and, with ``defer_boxcut``, the seed-free cut's arguments of
+        ``_boxcut_iou`` (``boxcut_iou`` NaN) instead of its result (None when none is made)."""
         cfg = self.config
         height_px, width_px = image_rgb.shape[:2]
         box_w, box_h = box[2] - box[0], box[3] - box[1]
@@ -415,6 +442,7 @@ class LidarSeededSegmenter:
 
         # Features, on the working grid.
         seed_recall = float(mask_work[own_px[:, 1], own_px[:, 0]].mean()) if len(own_px) else 0.0
+        boxcut_args = None
         if (
             with_boxcut
             and cfg.boxcut_iterations > 0
@@ -422,11 +450,11 @@ class LidarSeededSegmenter:
             and (bv1 - bv0) >= 2
             and background.any()
         ):
-            try:
-                boxcut = self._boxcut(crop, (bu0, bv0, bu1, bv1))
-                boxcut_iou = _iou(mask_work, boxcut)
-            except cv2.error:  # a box covering the whole crop has no background to model
-                boxcut_iou = 0.5
+            if defer_boxcut:
+                boxcut_args = (crop, (bu0, bv0, bu1, bv1), mask_work)
+                boxcut_iou = np.nan
+            else:
+                boxcut_iou = self._boxcut_iou(crop, (bu0, bv0, bu1, bv1), mask_work)
         else:
             boxcut_iou = 0.5
         mask_area = np.count_nonzero(mask_work)
@@ -452,7 +480,17 @@ class LidarSeededSegmenter:
             int(np.floor(box[1])) - v0 : int(np.ceil(box[3])) - v0,
             int(np.floor(box[0])) - u0 : int(np.ceil(box[2])) - u0,
         ] = True
-        return mask_roi & clip, (u0, v0, u1, v1), features
+        return mask_roi & clip, (u0, v0, u1, v1), features, boxcut_args
+
+    def _boxcut_iou(
+        self, crop: np.ndarray, box: tuple[int, int, int, int], mask_work: np.ndarray
+    ) -> float:
+        """``boxcut_iou``: IoU of the seeded mask (working grid) with the seed-free cut of the
+        working crop from the box (working pixels) alone; 0.5 where GrabCut cannot start."""
+        try:
+            return _iou(mask_work, self._boxcut(crop, box))
+        except cv2.error:  # a box covering the whole crop has no background to model
+            return 0.5
 
     def _boxcut(self, crop: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
         """(h, w) bool seed-free GrabCut mask of the working crop from the box (working pixels
