@@ -15,6 +15,8 @@ from autolabel.qa.dynamic import action_keys
 from autolabel.qa.quantities import QUANTITIES, resolve_params
 from autolabel.refine import RefineConfig, refine_tracks
 from autolabel.refine.smoothing import smooth_tracks
+from autolabel.refine.track_table import build_track_table
+from autolabel.refine.tracks import endpoint_displacement
 from calib.rotation import wrap_angle
 
 TIMES = np.arange(0.0, 10.0, 0.5)
@@ -167,6 +169,72 @@ def test_moving_track_heads_where_it_goes_despite_flipped_boxes():
     _, boxes = boxes_of(refined, 0)
     assert np.all(np.abs(wrap_angle(boxes.yaw_rad)) < 1e-6)
     assert boxes.velocity_mps == pytest.approx(np.tile([6.0, 0.0], (n, 1)), abs=1e-4)
+
+
+def test_slow_mover_heads_where_it_goes_not_where_its_boxes_point():
+    # A bicycle riding +x at 0.8 m/s (under heading_from_motion_mps, 1.5): its boxes are
+    # symmetric front/back and all point pi (backwards). It travels 0.8 * 9.5 = 7.6 m, far
+    # over static_max_displacement_m, so it moves, and its direction of travel picks the end:
+    # heading 0 (the +x axis; headings are counter-clockwise from +x), not pi.
+    n = len(TIMES)
+    xy = np.column_stack([0.8 * TIMES, np.full(n, 4.0)])
+    refined, summary = refine_tracks(TIMES, track_boxes(0, "bicycle", xy, np.full(n, np.pi)))
+    assert summary.moving == 1
+    _, boxes = boxes_of(refined, 0)
+    assert np.abs(wrap_angle(boxes.yaw_rad)).max() < 1e-6
+    # The same track riding +y: heading +pi/2 (the sign convention), its boxes pointing -pi/2.
+    xy = np.column_stack([np.full(n, 4.0), 0.8 * TIMES])
+    refined, _ = refine_tracks(TIMES, track_boxes(0, "bicycle", xy, np.full(n, -np.pi / 2)))
+    _, boxes = boxes_of(refined, 0)
+    assert np.abs(wrap_angle(boxes.yaw_rad - np.pi / 2)).max() < 1e-6
+
+
+def test_one_stray_last_box_does_not_make_a_still_track_move():
+    # A parked bicycle at (2, 1) seen in keyframes 0-11 (+-0.05 m of noise), then one box of
+    # something else 9 m away at keyframe 19 that the tracker gave the same track (the README
+    # demo's track 42: a passing car's piece called a motorcycle, 7 s later). The mean of the
+    # last three centres lies 9 / 3 = 3 m (+-0.1) from the first three's, over
+    # static_max_displacement_m (2), the median of each coordinate (the middle of the three)
+    # within 0.1 m: the track is still,
+    # one pose at the median of its boxes (within the noise), velocity zero, and its heading is
+    # its boxes' (0.6 rad), not the direction of the stray box (0).
+    rng = np.random.default_rng(5)
+    frames = np.r_[np.arange(12), 19]
+    xy = np.array([2.0, 1.0]) + rng.uniform(-0.05, 0.05, size=(13, 2))
+    xy[-1] = [11.0, 1.0]
+    yaw = np.full(13, 0.6)
+    tracks = track_boxes(0, "bicycle", xy, yaw, frames=frames)
+    refined, summary = refine_tracks(TIMES, tracks, RefineConfig(static_heading_from_flow=False))
+    assert summary.static == 1 and summary.moving == 0
+    _, boxes = boxes_of(refined, 0)
+    assert np.all(boxes.velocity_mps == 0.0)
+    assert np.abs(boxes.center_m[:, :2] - [2.0, 1.0]).max() <= 0.05
+    assert boxes.yaw_rad == pytest.approx(np.full(len(boxes), 0.6), abs=1e-6)
+
+
+def test_endpoint_displacement_is_the_distance_of_the_end_medians():
+    # Track 0: six centres on x at 0, 1, 9, 20, 21, 30 (three per end, medians 1 and 21, means
+    # 3.3 and 23.7): displacement 20, not 20.3; track 1: two centres, (0, 0) and (3, 4): one
+    # per end, 5; track 2: four centres 0, 2, 10, 13 along y: two per end, the means of the two
+    # middle values (1 and 11.5), 10.5.
+    ids = np.r_[np.zeros(6, int), np.ones(2, int), np.full(4, 2)]
+    xy = np.array(
+        [[0, 0], [1, 0], [9, 0], [20, 0], [21, 0], [30, 0], [0, 0], [3, 4],
+         [0, 0], [0, 2], [0, 10], [0, 13]], dtype=float,
+    )  # fmt: skip
+    frame = np.r_[np.arange(6), np.arange(2), np.arange(4)]
+    boxes = Boxes3D(
+        center_m=np.column_stack([xy, np.zeros(len(xy))]),
+        size_wlh_m=np.ones((len(xy), 3)),
+        yaw_rad=np.zeros(len(xy)),
+        velocity_mps=np.full((len(xy), 2), np.nan),
+        label=np.zeros(len(xy), int),
+        score=np.ones(len(xy)),
+        track_id=ids,
+    )
+    table = build_track_table(boxes, frame)
+    got = endpoint_displacement(table, table.boxes.center_m[:, :2], 3)
+    assert got == pytest.approx([20.0, 5.0, 10.5])
 
 
 def test_missed_keyframes_are_filled_inside_the_span_only():

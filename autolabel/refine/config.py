@@ -66,8 +66,9 @@ class RefineConfig:
         velocity_sigma_mps: standard deviation of a detector velocity where it gives one.
         accel_psd: the smoother's white-acceleration spectral density, m^2/s^3 (larger follows
             manoeuvres more closely and smooths less).
-        static_max_displacement_m: a track whose start and end (each the mean of
-            ``endpoint_observations`` detected centres) lie closer than this ...
+        static_max_displacement_m: a track whose start and end (each the median, per
+            coordinate, of ``endpoint_observations`` detected centres: one stray box the
+            tracker gave a still track does not move it) lie closer than this ...
         static_max_speed_mps: ... and whose net travel over its duration is slower than this is
             static: one pose for the whole track, velocity zero.
         heading_from_motion_mps: where a moving track is at least this fast its heading is its

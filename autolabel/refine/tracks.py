@@ -137,10 +137,12 @@ def _fill_nearest(track_start: np.ndarray, valid: np.ndarray, values: np.ndarray
 
 
 def endpoint_displacement(table: TrackTable, xy_m: np.ndarray, n_end: int) -> np.ndarray:
-    """(T,) distance between the mean of each track's first ``n_end`` observed centres and the
-    mean of its last ``n_end`` (half of its observations each when it has fewer than twice as
-    many, its first and last when it has two or three): a track's net travel, robust to the noise
-    of single boxes."""
+    """(T,) distance between the median of each track's first ``n_end`` observed centres and the
+    median of its last ``n_end`` (half of its observations each when it has fewer than twice as
+    many, its first and last when it has two or three; per coordinate, the mean of the two middle
+    values for an even count): a track's net travel, robust to the noise of single boxes and to
+    one box of something else (a still bicycle's track that took a passing car's piece as its
+    last box seven seconds later travels by that box's offset under a mean, not under a median)."""
     obs = np.flatnonzero(table.observed)
     track = table.track_of_row[obs]
     n_obs = np.bincount(track, minlength=table.n_tracks)
@@ -149,13 +151,21 @@ def endpoint_displacement(table: TrackTable, xy_m: np.ndarray, n_end: int) -> np
     k = np.maximum(np.minimum(n_end, n_obs // 2), 1)[track]
     head = rank < k
     tail = rank >= n_obs[track] - k
-    means = []
+    ends = []
     for sel in (head, tail):
-        w = np.bincount(track[sel], minlength=table.n_tracks).astype(np.float64)
-        sx = np.bincount(track[sel], weights=xy_m[obs[sel], 0], minlength=table.n_tracks)
-        sy = np.bincount(track[sel], weights=xy_m[obs[sel], 1], minlength=table.n_tracks)
-        means.append(np.column_stack([sx, sy]) / np.maximum(w, 1)[:, None])
-    return np.linalg.norm(means[1] - means[0], axis=1)
+        grp = track[sel]
+        count = np.bincount(grp, minlength=table.n_tracks)
+        first = np.concatenate([[0], np.cumsum(count)])[:-1]
+        has = count > 0
+        lo = first[has] + (count[has] - 1) // 2
+        hi = first[has] + count[has] // 2
+        mid = np.zeros((table.n_tracks, 2))
+        for d in range(2):  # the two coordinates, not objects
+            v = xy_m[obs[sel], d]
+            order = np.lexsort((v, grp))
+            mid[has, d] = 0.5 * (v[order[lo]] + v[order[hi]])
+        ends.append(mid)
+    return np.linalg.norm(ends[1] - ends[0], axis=1)
 
 
 def _interpolate_rows(observed: np.ndarray, values: np.ndarray) -> np.ndarray:
