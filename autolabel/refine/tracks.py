@@ -673,8 +673,10 @@ def refine_tracks(
             np.isin(label, VEHICLES)[t_of_row[kept]] & ~end_on[t_of_row[kept]],
         )
         keep_row[kept[covered]] = False
+        # Mostly a duplicate: all of it goes (what is left would switch ids with the car's own).
         left = table.per_track_count(keep_row & obs)
-        keep &= ~end_on | (left >= cfg.min_observations)
+        share = left / np.maximum(table.per_track_count(keep[t_of_row] & obs), 1)
+        keep &= ~end_on | ((left >= cfg.min_observations) & (share >= 0.5))
         keep_row &= keep[t_of_row]
     out = out[keep_row]
     refined = frame_sets(out, table.frame_index[keep_row], len(times))
