@@ -41,7 +41,10 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 
 Before step 9, refined bicycle and motorcycle tracks that ride along a refined vehicle (on its
 axis, just past its ends, at its velocity) are pieces of it and go
-(:func:`autolabel.refine.duplicates.riding_along`).
+(:func:`autolabel.refine.duplicates.riding_along`); and, where LiDAR returns were gathered, a
+moving two-wheeler track whose returns spread as wide as a car's back or front in one surface
+is a car seen end-on: it takes a car's footprint behind that face, and goes where the car has
+a car track of its own (:mod:`autolabel.refine.end_faces`).
 
 Arrays throughout: the per-track work is grouped reductions and numba kernels over all rows.
 """
