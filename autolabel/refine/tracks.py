@@ -41,7 +41,10 @@ Per track, over every keyframe of its observed span (:mod:`autolabel.refine.trac
 
 Before step 9, refined bicycle and motorcycle tracks that ride along a refined vehicle (on its
 axis, just past its ends, at its velocity) are pieces of it and go
-(:func:`autolabel.refine.duplicates.riding_along`).
+(:func:`autolabel.refine.duplicates.riding_along`); and, where LiDAR returns were gathered, a
+moving two-wheeler track whose returns spread as wide as a car's back or front in one surface
+is a car seen end-on: it takes a car's footprint behind that face, and goes where the car has
+a car track of its own (:mod:`autolabel.refine.end_faces`).
 
 Arrays throughout: the per-track work is grouped reductions and numba kernels over all rows.
 """
@@ -284,6 +287,80 @@ def _shrink_to_near_faces(
     center_xy = center_xy.copy()
     center_xy[rows, 0] += c * shift_l - s * shift_w
     center_xy[rows, 1] += s * shift_l + c * shift_w
+    return size, center_xy
+
+
+def _end_on_cars(
+    table: TrackTable,
+    moving: np.ndarray,
+    label: np.ndarray,
+    speed: np.ndarray,
+    center_xy: np.ndarray,
+    bottom: np.ndarray,
+    size: np.ndarray,
+    yaw: np.ndarray,
+    velocity: np.ndarray,
+    keyframes,
+    cfg: RefineConfig,
+) -> np.ndarray:
+    """(T,) bool: the ``moving`` two-wheeler tracks, at least ``cfg.end_on_min_speed_mps`` fast
+    (median over their rows), that are cars seen end-on
+    (:func:`autolabel.refine.end_faces.end_on_cars`, on their observed rows' refined boxes)."""
+    from autolabel.refine.end_faces import end_on_cars
+
+    t_of_row = table.track_of_row
+    median_speed = group_quantile(t_of_row, speed[:, None], table.n_tracks, 0.5)[:, 0]
+    judged = moving & np.isin(label, TWO_WHEELERS) & (median_speed >= cfg.end_on_min_speed_mps)
+    r = np.flatnonzero(judged[t_of_row] & table.observed)
+    if len(r) == 0:
+        return np.zeros(table.n_tracks, bool)
+    t = t_of_row[r]
+    boxes = Boxes3D(
+        center_m=np.column_stack([center_xy[r], bottom[r] + size[t, 2] / 2]),
+        size_wlh_m=size[t],
+        yaw_rad=yaw[r],
+        velocity_mps=velocity[r],
+        label=label[t],
+        score=np.ones(len(r), np.float32),
+        track_id=table.track_id[t],
+        frame="global",
+    )
+    ids = end_on_cars(boxes, table.frame_index[r], keyframes, cfg.end_on_min_width_m)
+    return np.isin(table.track_id, ids)
+
+
+def _behind_end_faces(
+    table: TrackTable,
+    end_on: np.ndarray,
+    size: np.ndarray,
+    center_xy: np.ndarray,
+    yaw: np.ndarray,
+    ego_xy_yaw: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tracks ``end_on`` (T,) (two-wheeler boxes on a car's back or front) take a car's typical
+    footprint (their own height: the face shows it), grown along their heading away from the
+    ego in each row: the box sat on the face the LiDAR sees, and the body lies behind it.
+    Without ego positions the box grows about its centre. Returns (T, 3) sizes and (K, 2)
+    centres."""
+    from detectors.class_priors import TYPICAL_SIZE_WLH_M
+
+    size = size.copy()
+    old_length = size[end_on, 1].copy()
+    size[end_on, :2] = TYPICAL_SIZE_WLH_M[CLASS_CAR, :2]
+    if ego_xy_yaw is None:
+        return size, center_xy
+    t_of_row = table.track_of_row
+    rows = end_on[t_of_row]
+    sensor = np.asarray(ego_xy_yaw, dtype=np.float64)[table.frame_index[rows], :2]
+    c, s = np.cos(yaw[rows]), np.sin(yaw[rows])
+    d = sensor - center_xy[rows]
+    away = -np.sign(c * d[:, 0] + s * d[:, 1])
+    grow = np.zeros(table.n_tracks)
+    grow[end_on] = (size[end_on, 1] - old_length) / 2
+    shift = away * grow[t_of_row[rows]]
+    center_xy = center_xy.copy()
+    center_xy[rows, 0] += c * shift
+    center_xy[rows, 1] += s * shift
     return size, center_xy
 
 
@@ -553,6 +630,15 @@ def refine_tracks(
         size, center_xy = _shrink_to_near_faces(
             table, to_car, static, size, center_xy, yaw, ego_xy_yaw
         )
+    end_on = np.zeros(n_tracks, bool)
+    if cfg.end_on_min_width_m > 0 and evidence is not None and evidence.keyframes is not None:
+        end_on = _end_on_cars(
+            table, keep & ~static, label, speed, center_xy, bottom, size, yaw, velocity,
+            evidence.keyframes, cfg,
+        )  # fmt: skip
+        if np.any(end_on):
+            label = np.where(end_on, CLASS_CAR, label)
+            size, center_xy = _behind_end_faces(table, end_on, size, center_xy, yaw, ego_xy_yaw)
     size_row = size[t_of_row]
     center = np.column_stack([center_xy, bottom + size_row[:, 2] / 2])
 
@@ -588,6 +674,23 @@ def refine_tracks(
         n_riding = int(dropped.sum())
         keep &= ~dropped
         keep_row = keep[t_of_row]
+    if np.any(end_on & keep):
+        # Where the car was also tracked as a car, its end-on track's boxes are duplicates.
+        from autolabel.refine.end_faces import covered_rows
+
+        kept = np.flatnonzero(keep_row)
+        covered = covered_rows(
+            out[kept],
+            table.frame_index[kept],
+            end_on[t_of_row[kept]],
+            np.isin(label, VEHICLES)[t_of_row[kept]] & ~end_on[t_of_row[kept]],
+        )
+        keep_row[kept[covered]] = False
+        # Mostly a duplicate: all of it goes (what is left would switch ids with the car's own).
+        left = table.per_track_count(keep_row & obs)
+        share = left / np.maximum(table.per_track_count(keep[t_of_row] & obs), 1)
+        keep &= ~end_on | ((left >= cfg.min_observations) & (share >= 0.5))
+        keep_row &= keep[t_of_row]
     out = out[keep_row]
     refined = frame_sets(out, table.frame_index[keep_row], len(times))
     n_extended = 0
