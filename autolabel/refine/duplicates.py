@@ -50,16 +50,11 @@ def duplicate_of(
         rel = xy[rows, None, :] - xy[None, rows, :]
         near = np.linalg.norm(rel, axis=2) < max_distance_m
         if inside is not None:
-            # Centre of row i in the frame of box j.
-            c, s = np.cos(boxes.yaw_rad[rows])[None, :], np.sin(boxes.yaw_rad[rows])[None, :]
-            along = np.abs(c * rel[..., 0] + s * rel[..., 1])
-            across = np.abs(-s * rel[..., 0] + c * rel[..., 1])
-            half_l = boxes.size_wlh_m[rows, 1][None, :] / 2
-            half_w = boxes.size_wlh_m[rows, 0][None, :] / 2
+            # Centre of row i in the footprint of box j.
+            half_lw = boxes.size_wlh_m[rows][:, [1, 0]] / 2
             area = boxes.size_wlh_m[rows, 0] * boxes.size_wlh_m[rows, 1]
             near |= (
-                (along <= half_l)
-                & (across <= half_w)
+                inside_footprint(rel, boxes.yaw_rad[rows][None, :], half_lw[None, :, :])
                 & (area[:, None] <= area[None, :])
                 & inside[rows][:, None]
             )
@@ -84,6 +79,15 @@ def duplicate_of(
     first = np.unique(a, return_index=True)[1]
     owner[a[first]] = uniq[b[first]]
     return uniq, owner
+
+
+def inside_footprint(offset: np.ndarray, yaw: np.ndarray, half_lw: np.ndarray) -> np.ndarray:
+    """Whether points at ``offset`` (..., 2) from box centres lie inside those boxes' footprints
+    (``yaw`` (...), ``half_lw`` (..., 2) half length and width, broadcast against them)."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    along = np.abs(c * offset[..., 0] + s * offset[..., 1])
+    across = np.abs(-s * offset[..., 0] + c * offset[..., 1])
+    return (along <= half_lw[..., 0]) & (across <= half_lw[..., 1])
 
 
 def riding_along(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from autolabel.boxes import Boxes3D
+from autolabel.refine.duplicates import inside_footprint
 from autolabel.refine.points import KeyframeReturns, keyframes_evidence
 from autolabel.refine.track_table import frame_rows, frame_sets
 
@@ -122,16 +123,7 @@ def covered_rows(
             continue
         rel = xy[j, None, :] - xy[None, h, :]
         # The judged centre inside a host's footprint, or a host's centre inside the judged's.
-        hit = _inside_footprint(rel, yaw[h][None, :], half[h][None, :, :])
-        hit |= _inside_footprint(-rel, yaw[j][:, None], half[j][:, None, :])
+        hit = inside_footprint(rel, yaw[h][None, :], half[h][None, :, :])
+        hit |= inside_footprint(-rel, yaw[j][:, None], half[j][:, None, :])
         out[j] = hit.any(axis=1)
     return out
-
-
-def _inside_footprint(offset: np.ndarray, yaw: np.ndarray, half_lw: np.ndarray) -> np.ndarray:
-    """Whether points at ``offset`` (..., 2) from box centres lie inside those boxes' footprints
-    (``yaw`` (...), ``half_lw`` (..., 2) half length and width, broadcast against them)."""
-    c, s = np.cos(yaw), np.sin(yaw)
-    along = np.abs(c * offset[..., 0] + s * offset[..., 1])
-    across = np.abs(-s * offset[..., 0] + c * offset[..., 1])
-    return (along <= half_lw[..., 0]) & (across <= half_lw[..., 1])
