@@ -11,7 +11,9 @@ the region's colour with black or white text, whichever contrasts more (or MetaV
 background with coloured text).
 
 The colour of region k is a pure function of k (:func:`region_colours_bgr`), so a rendered label
-can be read back to its id (:func:`region_id_from_colour`). Images are BGR uint8 (OpenCV order).
+can be read back to its id (:func:`region_id_from_colour`). Images are BGR uint8 (OpenCV order),
+or RGB where ``channel_order="rgb"`` says so (the pipeline decodes its images as RGB: the PNG
+encoder takes RGB, and no conversion pass is then needed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from autolabel.atomic_io import atomic_write_bytes
 from autolabel.masks import MaskLike, mask_boxes_2d, masks_to_array, rle_crops
-from autolabel.png import encode_png_bgr
+from autolabel.png import encode_png_bgr, encode_png_rgb
 from calib.projection import clip_boxes_2d
 
 #: Stitched layout of the six nuScenes cameras: front row, back row.
@@ -467,6 +469,7 @@ def render_marks(
     boxes_2d: np.ndarray | None = None,
     masks: np.ndarray | Sequence[MaskLike] | None = None,
     style: MarkStyle | None = None,
+    channel_order: str = "bgr",
 ) -> np.ndarray:
     """A copy of the image with Set-of-Mark marks drawn.
 
@@ -477,9 +480,12 @@ def render_marks(
         masks: (R, H, W) bool, or R (H, W) arrays / COCO RLE dicts / None. Without masks the
             filled boxes are the regions (as MetaVQA does for nuScenes).
         style: which marks and how; ``MarkStyle()`` when None.
+        channel_order: ``"bgr"`` or ``"rgb"``, the image's (and the result's) channel order.
+            Every drawing operation works on each channel alone, so an RGB image comes out as
+            exactly the channel-swapped BGR result.
 
     Returns:
-        (H, W, 3) uint8 BGR image; the input is not modified. Marks are drawn in region-id order
+        (H, W, 3) uint8 image in ``channel_order``; the input is not modified. Marks are drawn in region-id order
         (masks, then contours, then boxes, then all labels on top); each works on its region's
         crop, so the cost grows with the marked area, not with image size times marks.
     """
@@ -487,6 +493,10 @@ def render_marks(
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
         raise ValueError(
             f"render_marks: expected an (H, W, 3) uint8 image, got {img.shape} {img.dtype}"
+        )
+    if channel_order not in ("bgr", "rgb"):
+        raise ValueError(
+            f"render_marks: channel_order must be 'bgr' or 'rgb', got {channel_order!r}"
         )
     height_px, width_px = img.shape[:2]
     st = style_for_image(style or MarkStyle(), height_px)
@@ -499,8 +509,12 @@ def render_marks(
     if st.style == "strideqa":
         from autolabel.set_of_mark_strideqa import render_strideqa_marks
 
+        # Its colours (green, white, black) are the same in either channel order.
         return render_strideqa_marks(out, ids, [(r.u0, r.v0, r.crop) for r in regions])
-    colours = region_colours_bgr(ids)
+    colours_bgr = region_colours_bgr(ids)
+    # Drawn in the image's channel order; text contrast is judged on the BGR colours.
+    swap = slice(None, None, -1) if channel_order == "rgb" else slice(None)
+    colours = np.ascontiguousarray(colours_bgr[:, swap])
     draw_order = np.argsort(ids, kind="stable")
     if st.draw_mask:
         # One blended layer: pixels of several masks take the colour of the highest id.
@@ -531,7 +545,7 @@ def render_marks(
                 u1, v1 = int(np.ceil(boxes[i, 2])) - 1, int(np.ceil(boxes[i, 3])) - 1
                 cv2.rectangle(out, (u0, v0), (u1, v1), colours[i].tolist(), st.line_thickness_px)
     layout = _layout(ids, regions, width_px, height_px, st)
-    text_colours = text_colours_bgr(colours)
+    text_colours = np.ascontiguousarray(text_colours_bgr(colours_bgr)[:, swap])
     for i in draw_order:
         u0, v0, u1, v1 = (int(x) for x in layout.rect[i])
         if st.label_background == "region":
@@ -593,12 +607,15 @@ def stitch_six(
     return canvas
 
 
-def encode_png(image_bgr: np.ndarray) -> bytes:
+def encode_png(image_bgr: np.ndarray, channel_order: str = "bgr") -> bytes:
     """PNG bytes of a BGR image (deterministic for equal pixels): colour images by the fast
-    encoder of :mod:`autolabel.png`, others (grey, 16-bit, alpha) by OpenCV."""
+    encoder of :mod:`autolabel.png`, others (grey, 16-bit, alpha) by OpenCV. With
+    ``channel_order="rgb"`` a colour image is taken as RGB (no channel swap before encoding)."""
     img = np.asarray(image_bgr)
+    if channel_order not in ("bgr", "rgb"):
+        raise ValueError(f"encode_png: channel_order must be 'bgr' or 'rgb', got {channel_order!r}")
     if img.ndim == 3 and img.shape[2] == 3 and img.dtype == np.uint8 and 0 not in img.shape:
-        return encode_png_bgr(img)
+        return encode_png_rgb(img) if channel_order == "rgb" else encode_png_bgr(img)
     ok, buf = cv2.imencode(".png", np.ascontiguousarray(img))
     if not ok:
         raise ValueError(f"could not encode a {np.shape(image_bgr)} image as PNG")
@@ -623,12 +640,14 @@ def write_marked_images(
     images_by_channel: Mapping[str, np.ndarray],
     stitched: bool = True,
     stitched_max_width_px: int | None = None,
+    channel_order: str = "bgr",
 ) -> list[Path]:
     """Write ``<keyframe>_<channel>.png`` per camera and ``<keyframe>_stitched.png`` atomically.
 
     The stitched view is for people (the report shows it): at most ``stitched_max_width_px``
     wide (``stitched_tile_size_px``; camera resolution when None), since its PNG encoding costs
     as much as all six cameras' at full resolution. The per-camera images keep every pixel.
+    ``channel_order``: the images' channel order, ``"bgr"`` or ``"rgb"`` (no swap to encode).
 
     Returns the written paths, cameras in ``SIX_CAMERA_LAYOUT`` order then others sorted.
     """
@@ -636,7 +655,9 @@ def write_marked_images(
     order = [c for row in SIX_CAMERA_LAYOUT for c in row if c in images_by_channel]
     order += sorted(set(images_by_channel) - set(order))
     paths = [
-        atomic_write_bytes(out / f"{keyframe_name}_{c}.png", encode_png(images_by_channel[c]))
+        atomic_write_bytes(
+            out / f"{keyframe_name}_{c}.png", encode_png(images_by_channel[c], channel_order)
+        )
         for c in order
     ]
     six = {c: images_by_channel[c] for c in order if c in {x for r in SIX_CAMERA_LAYOUT for x in r}}
@@ -645,7 +666,8 @@ def write_marked_images(
         tile = stitched_tile_size_px(first.shape[1::-1], stitched_max_width_px)
         paths.append(
             atomic_write_bytes(
-                out / f"{keyframe_name}_stitched.png", encode_png(stitch_six(six, tile))
+                out / f"{keyframe_name}_stitched.png",
+                encode_png(stitch_six(six, tile), channel_order),
             )
         )
     return paths

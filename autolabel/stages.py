@@ -939,15 +939,18 @@ def marks_stage(ctx: StageContext) -> StageResult:
         images, originals = {}, {}
         for c, channel in enumerate(views.channels):
             width_px, height_px = (int(v) for v in views.image_size_px[c])
-            bgr = read_image_bgr(frame.cameras[channel].path, width_px, height_px)
-            originals[channel] = bgr
+            # Decoded as RGB, marked and encoded as RGB: the PNG encoder and the colour
+            # measurement take RGB, so no pass converts the channel order.
+            rgb = read_image_rgb(frame.cameras[channel].path, width_px, height_px)
+            originals[channel] = rgb
             sel = views.camera[marked] == c
             images[channel] = render_marks(
-                bgr,
+                rgb,
                 rid[sel],
                 boxes_2d=views.box_clipped_px[marked[sel]],
                 masks=[rles[i] for i in marked[sel]],
                 style=ctx.config.marks,
+                channel_order="rgb",
             )
         paths = write_marked_images(
             ctx.clip_dir / MARKS_DIR,
@@ -955,6 +958,7 @@ def marks_stage(ctx: StageContext) -> StageResult:
             images,
             stitched=ctx.config.marks_stitched,
             stitched_max_width_px=ctx.config.marks_stitched_width_px or None,
+            channel_order="rgb",
         )
         written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
         regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))
@@ -976,19 +980,17 @@ def marks_stage(ctx: StageContext) -> StageResult:
     return counts, written
 
 
-def _keyframe_image_reader(ctx: StageContext, k: int, bgr_by_channel: dict[str, np.ndarray]):
-    """``read_image(camera, frame)`` of keyframe ``k``: an RGB view of the decoded BGR pixels
-    (the file is read only for a camera or frame not given)."""
+def _keyframe_image_reader(ctx: StageContext, k: int, rgb_by_channel: dict[str, np.ndarray]):
+    """``read_image(camera, frame)`` of keyframe ``k``: the decoded RGB pixels given (the file
+    is read only for a camera or frame not given)."""
     views: CameraViews = ctx.results["views"]
 
     def read_image(camera: str, frame: int) -> np.ndarray:
-        if frame == k and camera in bgr_by_channel:
-            return bgr_by_channel[camera][:, :, ::-1]
+        if frame == k and camera in rgb_by_channel:
+            return rgb_by_channel[camera]
         c = list(views.channels).index(camera)
         width_px, height_px = (int(v) for v in views.image_size_px[c])
-        path = ctx.clip.frames[frame].cameras[camera].path
-        # An RGB view of the BGR pixels: only the pixels under masks are read from it.
-        return read_image_bgr(path, width_px, height_px)[:, :, ::-1]
+        return read_image_rgb(ctx.clip.frames[frame].cameras[camera].path, width_px, height_px)
 
     return read_image
 

@@ -252,6 +252,34 @@ class TestRendering:
             render_marks(image, np.arange(5), masks=masks, style=style),
         )
 
+    @pytest.mark.parametrize(
+        "style",
+        [
+            MarkStyle(),
+            MarkStyle(draw_mask=True, draw_contour=True, label_background="black"),
+            MarkStyle(style="strideqa"),
+        ],
+    )
+    def test_rgb_image_gives_the_bgr_marks_channel_swapped(self, style):
+        # The reference is the BGR rendering, swapped here; a mark colour drawn unswapped
+        # (region colours differ per channel) makes the two differ.
+        masks, _, _ = five_objects()
+        rng = np.random.default_rng(3)
+        bgr = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+        boxes = mask_boxes_2d(masks)
+        want = render_marks(bgr, np.arange(5), boxes_2d=boxes, masks=masks, style=style)
+        got = render_marks(
+            np.ascontiguousarray(bgr[:, :, ::-1]),
+            np.arange(5),
+            boxes_2d=boxes,
+            masks=masks,
+            style=style,
+            channel_order="rgb",
+        )
+        np.testing.assert_array_equal(got, want[:, :, ::-1])
+        with pytest.raises(ValueError, match="channel_order"):
+            render_marks(bgr, np.arange(5), boxes_2d=boxes, style=style, channel_order="RGB")
+
     def test_style_errors_name_the_key(self):
         with pytest.raises(ValueError, match="label_background"):
             MarkStyle(label_background="white")
@@ -304,6 +332,23 @@ class TestStitchAndWrite:
             assert pa.read_bytes() == pb.read_bytes()
         np.testing.assert_array_equal(cv2.imread(str(a[1])), images["CAM_FRONT"])
         assert not list((tmp_path / "a").glob(".*"))
+
+    def test_rgb_images_write_the_same_files_as_bgr(self, tmp_path):
+        rng = np.random.default_rng(1)
+        bgr = {
+            ch: rng.integers(0, 256, (90, 160, 3), dtype=np.uint8)
+            for row in SIX_CAMERA_LAYOUT
+            for ch in row
+        }
+        rgb = {ch: np.ascontiguousarray(im[:, :, ::-1]) for ch, im in bgr.items()}
+        a = write_marked_images(tmp_path / "a", "kf", bgr, stitched_max_width_px=400)
+        b = write_marked_images(
+            tmp_path / "b", "kf", rgb, stitched_max_width_px=400, channel_order="rgb"
+        )
+        for pa, pb in zip(a, b, strict=True):
+            assert pa.read_bytes() == pb.read_bytes()
+        # The file holds the pixels: OpenCV reads back BGR.
+        np.testing.assert_array_equal(cv2.imread(str(b[0])), bgr["CAM_FRONT_LEFT"])
 
     def test_stitched_view_is_shrunk_to_its_width_and_cameras_are_not(self, tmp_path):
         assert stitched_tile_size_px((1600, 900), 2400) == (800, 450)
