@@ -929,6 +929,7 @@ def marks_stage(ctx: StageContext) -> StageResult:
     regions = keyframe_regions(ctx)
     regions_at = {kr.keyframe_index: kr for kr in regions}
     colours = {}
+    patches: dict[Path, Any] = {}
     written: list[str] = []
     regions_doc = []
     for k in windows.keyframe:
@@ -963,10 +964,13 @@ def marks_stage(ctx: StageContext) -> StageResult:
         written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
         regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))
         if int(k) in regions_at:
+            kr = regions_at[int(k)]
             colours[int(k)] = measure_region_colours(
-                [regions_at[int(k)]], _keyframe_image_reader(ctx, int(k), originals)
+                [kr], _keyframe_image_reader(ctx, int(k), originals)
             )
+            patches.update(_keyframe_patches(frame, kr, originals))
     ctx.results["keyframe_regions"] = regions
+    ctx.results["keyframe_patches"] = patches
     ctx.results["region_colours"] = RegionColours.concatenate(
         [colours[kr.keyframe_index] for kr in regions if kr.keyframe_index in colours]
     )
@@ -978,6 +982,24 @@ def marks_stage(ctx: StageContext) -> StageResult:
         "images": len(windows.keyframe) * len(views.channels),
     }
     return counts, written
+
+
+def _keyframe_patches(frame, kr, rgb_by_channel: dict[str, np.ndarray]) -> dict[Path, Any]:
+    """The decoded pixels under the visible keyframe masks of each camera of QA keyframe
+    ``kr`` (``ImagePatch`` by image path): check-qa re-measures colours from them rather than
+    decoding the images again, and only these pixels are held until then."""
+    from autolabel.qa.appearance import ImagePatch
+
+    at_key = np.flatnonzero(
+        (kr.view_frame_index == kr.keyframe_index) & np.asarray(kr.view_visible, bool)
+    )
+    out = {}
+    for cam in dict.fromkeys(kr.view_camera[at_key]):
+        if str(cam) not in rgb_by_channel:
+            continue
+        rles = [kr.view_mask_rle[i] for i in at_key[kr.view_camera[at_key] == cam]]
+        out[Path(frame.cameras[str(cam)].path)] = ImagePatch.around(rgb_by_channel[str(cam)], rles)
+    return out
 
 
 def _keyframe_image_reader(ctx: StageContext, k: int, rgb_by_channel: dict[str, np.ndarray]):
@@ -1112,8 +1134,10 @@ def qa_stage(ctx: StageContext) -> StageResult:
         # views are projected through each image's own ego pose (as the devkit renders boxes),
         # which moves near objects by many pixels when the ego drives. Every answer, region ->
         # track link and mask-box agreement is still re-derived and checked.
-        # With the dataset root, colours are re-measured from the images under the masks; every
-        # region and view must be the one the marked images and masks files of the clip show.
+        # With the dataset root, colours are re-measured from the images under the masks (the
+        # pixels the marks stage decoded, kept around the keyframe masks; the file where a
+        # record's mask leaves them); every region and view must be the one the marked images
+        # and masks files of the clip show.
         mismatches = check_clip_qa(
             records,
             attrs,
@@ -1124,6 +1148,7 @@ def qa_stage(ctx: StageContext) -> StageResult:
             views=evidence,
             confidence=ctx.config.qa.confidence,
             grounding=load_clip_grounding(ctx.clip_dir),
+            image_patches=ctx.results.pop("keyframe_patches", None),
         )
         counts["check_mismatches"] = len(mismatches)
         if mismatches:

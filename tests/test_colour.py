@@ -181,3 +181,35 @@ def test_radix_median_of_two_halves_in_different_bins():
     expected = [np.median(g.astype(np.float32).astype(np.float64)) for g in groups]
     assert got[:, 0].tolist() == expected
     assert got[0, 0] == 1.0 and got[2, 0] == -0.25
+
+
+def test_image_patch_holds_the_pixels_of_its_masks():
+    from pycocotools import mask as mask_utils
+
+    from autolabel.qa.appearance import ImagePatch, mask_bounds
+
+    h, w = 40, 60
+    rng = np.random.default_rng(5)
+    img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    masks = np.zeros((h, w, 3), np.uint8)
+    masks[5:9, 10:20, 0] = 1  # rows 5..8, columns 10..19
+    masks[30:32, 40:41, 1] = 1  # rows 30..31, column 40
+    # the third mask is empty
+    rles = [
+        {"size": [h, w], "counts": r["counts"].decode("ascii")}
+        for r in mask_utils.encode(np.asfortranarray(masks))
+    ]
+    np.testing.assert_array_equal(
+        mask_bounds(rles), [[10, 5, 20, 9], [40, 30, 41, 32], [0, 0, 0, 0]]
+    )
+    p = ImagePatch.around(img, rles)
+    assert (p.u0, p.v0, p.rgb.shape) == (10, 5, (32 - 5, 41 - 10, 3))
+    full = p.image()
+    np.testing.assert_array_equal(full[5:32, 10:41], img[5:32, 10:41])
+    assert not full[:5].any() and not full[:, :10].any() and not full[32:].any()
+    assert p.covers(rles) and p.covers(rles[1:2])
+    outside = np.zeros((h, w, 1), np.uint8)
+    outside[4, 12, 0] = 1  # one row above the patch
+    rle_out = mask_utils.encode(np.asfortranarray(outside))[0]
+    assert not p.covers([{"size": [h, w], "counts": rle_out["counts"].decode("ascii")}])
+    assert not p.covers([{"size": [h + 1, w], "counts": rles[0]["counts"]}])

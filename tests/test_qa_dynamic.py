@@ -300,3 +300,73 @@ def test_scene_captions_list_every_region_of_their_camera_or_keyframe(clip):
         expected = sorted(kr.region_id[np.unique(kr.view_region[at_key])])
         assert [x["region_id"] for x in r["regions"]] == expected
         assert r["cameras"] == list(clip["meta"].channels)
+
+
+def _keyframe_patches(clip, edit=None, shrink=0):
+    """``ImagePatch`` of every keyframe image around its visible keyframe masks, by absolute
+    path (as the marks stage keeps them); ``edit(rgb)`` changes the kept pixels, ``shrink``
+    cuts that many columns off the patch's right side."""
+    from autolabel.qa.appearance import ImagePatch
+
+    patches = {}
+    for kr in clip["regions"]:
+        kf = kr.keyframe_index
+        at_key = np.flatnonzero((kr.view_frame_index == kf) & kr.view_visible)
+        for cam in dict.fromkeys(kr.view_camera[at_key]):
+            path = clip["root"] / clip["meta"].image_paths[cam][kf]
+            rgb = cv2.imread(str(path))[:, :, ::-1]
+            rles = [kr.view_mask_rle[i] for i in at_key[kr.view_camera[at_key] == cam]]
+            p = ImagePatch.around(rgb, rles)
+            kept = edit(p.rgb.copy()) if edit else p.rgb
+            patches[path] = ImagePatch(
+                p.height_px, p.width_px, p.u0, p.v0, kept[:, : kept.shape[1] - shrink]
+            )
+    return patches
+
+
+def _file_reads(monkeypatch):
+    import autolabel.qa.check as check
+
+    reads = []
+    original = check._read_rgb
+    monkeypatch.setattr(check, "_read_rgb", lambda path: reads.append(path) or original(path))
+    return reads
+
+
+def test_kept_pixels_rederive_the_colours_without_reading_a_file(clip, monkeypatch):
+    reads = _file_reads(monkeypatch)
+    patches = _keyframe_patches(clip)
+    mismatches = check_clip_qa(
+        clip["records"], clip["attrs"], "scene-dyn", TEMPLATES, images_root=clip["root"],
+        image_patches=patches,
+    )  # fmt: skip
+    assert mismatches == [] and reads == []
+
+
+def test_kept_pixels_are_what_is_measured(clip, monkeypatch):
+    # Every kept pixel inverted: each colour a record names must now disagree with them.
+    reads = _file_reads(monkeypatch)
+    patches = _keyframe_patches(clip, edit=lambda rgb: 255 - rgb)
+    mismatches = check_clip_qa(
+        clip["records"], clip["attrs"], "scene-dyn", TEMPLATES, images_root=clip["root"],
+        image_patches=patches,
+    )  # fmt: skip
+    coloured = {
+        r["id"]
+        for r in clip["records"]
+        if any(reg.get("colour_lab") is not None for reg in r["regions"])
+    }
+    flagged = {m.record_id for m in mismatches if m.field.endswith("colour_lab")}
+    assert coloured and flagged == coloured and reads == []
+
+
+def test_a_patch_short_of_a_mask_is_read_from_the_file(clip, monkeypatch):
+    # The patches lack their last column and hold wrong pixels: no mask fits in them, so every
+    # image is read from its file, and the colours check out.
+    reads = _file_reads(monkeypatch)
+    patches = _keyframe_patches(clip, edit=lambda rgb: 255 - rgb, shrink=1)
+    mismatches = check_clip_qa(
+        clip["records"], clip["attrs"], "scene-dyn", TEMPLATES, images_root=clip["root"],
+        image_patches=patches,
+    )  # fmt: skip
+    assert mismatches == [] and len(reads) > 0

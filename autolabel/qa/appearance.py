@@ -93,6 +93,78 @@ class RegionColours:
         return lab, px
 
 
+def mask_bounds(rles: Sequence[Mapping]) -> np.ndarray:
+    """(N, 4) int64 [u0, v0, u1, v1) pixel bounds of N COCO RLE masks (u1 = u0 for an empty
+    one), from their runs (pycocotools ``toBbox``; no mask is decoded)."""
+    if not len(rles):
+        return np.zeros((0, 4), np.int64)
+    coded = [
+        {"size": list(r["size"]), "counts": r["counts"].encode("ascii")}
+        if isinstance(r["counts"], str)
+        else dict(r)
+        for r in rles
+    ]
+    xywh = np.asarray(mask_utils.toBbox(coded), dtype=np.float64).reshape(-1, 4)
+    u0, v0 = xywh[:, 0], xywh[:, 1]
+    return np.stack([u0, v0, u0 + xywh[:, 2], v0 + xywh[:, 3]], axis=1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ImagePatch:
+    """The decoded pixels of one (height_px, width_px) image around the masks measured on it:
+    ``rgb`` (h, w, 3) uint8 is the image's rows [v0, v0 + h) and columns [u0, u0 + w).
+
+    The marks stage keeps one per keyframe image it decoded, so that ``check-qa`` in the same
+    run re-measures colours from those pixels instead of decoding the file again, while it
+    holds only the pixels masks can read (not every keyframe image of the clip).
+    """
+
+    height_px: int
+    width_px: int
+    u0: int
+    v0: int
+    rgb: np.ndarray
+
+    @classmethod
+    def around(cls, image_rgb: np.ndarray, rles: Sequence[Mapping]) -> ImagePatch:
+        """A copy of the pixels of (H, W, 3) ``image_rgb`` inside the union of the masks'
+        bounds (an empty patch when every mask is empty)."""
+        img = np.asarray(image_rgb)
+        h, w = img.shape[:2]
+        b = mask_bounds(rles)
+        b = b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
+        if not len(b):
+            return cls(h, w, 0, 0, np.zeros((0, 0, 3), np.uint8))
+        u0, v0 = int(b[:, 0].min()), int(b[:, 1].min())
+        u1, v1 = min(w, int(b[:, 2].max())), min(h, int(b[:, 3].max()))
+        return cls(h, w, u0, v0, np.ascontiguousarray(img[v0:v1, u0:u1]))
+
+    def covers(self, rles: Sequence[Mapping]) -> bool:
+        """Whether every pixel of every mask (of this image's size) lies inside the patch."""
+        sizes = {tuple(int(x) for x in r["size"]) for r in rles}
+        if sizes - {(self.height_px, self.width_px)}:
+            return False
+        b = mask_bounds(rles)
+        b = b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
+        h, w = self.rgb.shape[:2]
+        return bool(
+            np.all(
+                (b[:, 0] >= self.u0)
+                & (b[:, 1] >= self.v0)
+                & (b[:, 2] <= self.u0 + w)
+                & (b[:, 3] <= self.v0 + h)
+            )
+        )
+
+    def image(self) -> np.ndarray:
+        """(H, W, 3) uint8: the patch at its place, zeros elsewhere (only pixels inside the
+        patch are to be read from it; the zeros are pages the system maps lazily)."""
+        out = np.zeros((self.height_px, self.width_px, 3), np.uint8)
+        h, w = self.rgb.shape[:2]
+        out[self.v0 : self.v0 + h, self.u0 : self.u0 + w] = self.rgb
+        return out
+
+
 def decode_masks(rles: Sequence[Mapping]) -> np.ndarray:
     """(H, W, N) uint8 masks of N COCO RLE dicts of one image (one pycocotools call)."""
     coded = [

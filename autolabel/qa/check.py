@@ -221,8 +221,10 @@ class _ClipChecker:
         views: ViewEvidence | None = None,
         confidence: ConfidenceModel | None = None,
         grounding: ClipGrounding | None = None,
+        image_patches: Mapping[Path, Any] | None = None,
     ) -> None:
         self.records, self.attrs, self.templates, self.clip = records, attrs, templates, clip
+        self.image_patches = image_patches or {}
         self.model = confidence or ConfidenceModel()
         self.evidence = row_evidence(attrs, views, self.model)
         self._perturbed: list[ObjectAttributes] | None = None
@@ -560,19 +562,28 @@ class _ClipChecker:
             except (KeyError, TypeError, ValueError, IndexError):
                 continue
         measured: dict[tuple[str, int], dict[str, tuple[np.ndarray, int]]] = defaultdict(dict)
+        by_id: dict[str, Mapping[str, Any]] = {}
         for (path, _), items in wanted.items():
-            image = _read_rgb(self.images_root / path)
+            # Records of a keyframe name the same regions: each distinct mask measured once
+            # (each mask's colour is its own pixels' median, whatever else is measured with it).
+            unique: dict[Any, int] = {}
+            slot = [unique.setdefault(_rle_key(it[3]), len(unique)) for it in items]
+            rles = [None] * len(unique)
+            for it, k in zip(items, slot, strict=True):
+                rles[k] = it[3]
+            image = self._image(path, rles)
             if image is None:
                 for rec, j, _, _ in items:
                     self.bad(
                         rec, f"regions[{j}].colour_lab", f"image {path} not found under the root"
                     )
                 continue
-            lab, px = view_colours(image, [it[3] for it in items])
-            for (rec, j, cam, _), lab_i, px_i in zip(items, lab, px, strict=True):
-                measured[(str(rec["id"]), j)][cam] = (lab_i, int(px_i))
+            lab, px = view_colours(image, rles)
+            for (rec, j, cam, _), k in zip(items, slot, strict=True):
+                measured[(str(rec["id"]), j)][cam] = (lab[k], int(px[k]))
+                by_id.setdefault(str(rec["id"]), rec)
         for (rid, j), by_cam in measured.items():
-            rec = next(r for r in self.records if str(r.get("id")) == rid)
+            rec = by_id[rid]
             cams = list(by_cam)
             lab = best_view_colour(
                 np.stack([by_cam[c][0] for c in cams]),
@@ -589,6 +600,17 @@ class _ClipChecker:
                     f"regions[{j}].colour_lab",
                     f"record says {stored!r}, the image under its mask gives {got!r}",
                 )
+
+    def _image(self, path: str, rles: Sequence[Any]) -> np.ndarray | None:
+        """The RGB image at ``path`` under the root: the decoded pixels the run kept
+        (``image_patches``) when they hold every pixel of ``rles``, else read from the file."""
+        full = self.images_root / path
+        patch = self.image_patches.get(full)
+        try:
+            kept = patch is not None and patch.covers(rles)
+        except (KeyError, TypeError, ValueError):  # a malformed mask: measured as from the file
+            kept = False
+        return patch.image() if kept else _read_rgb(full)
 
     def _grounded(self, rec: Mapping[str, Any]) -> None:
         """The record's regions and views against the marks and masks files of the run."""
@@ -1019,6 +1041,17 @@ def _same_box(written: Sequence[float], recorded: Any) -> bool:
         return False
 
 
+def _rle_key(rle: Any) -> Any:
+    """A key equal for equal compressed RLE dicts (size, counts string); any other mask is its
+    own key (measured as given)."""
+    try:
+        if isinstance(rle["counts"], str):
+            return (tuple(int(x) for x in rle["size"]), rle["counts"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    return ("object", id(rle))
+
+
 def _read_rgb(path: Path) -> np.ndarray | None:
     """An image file as (H, W, 3) uint8 RGB (a view of OpenCV's BGR pixels), None when it
     cannot be read."""
@@ -1040,6 +1073,7 @@ def check_clip_qa(
     views: ViewEvidence | None = None,
     confidence: ConfidenceModel | None = None,
     grounding: ClipGrounding | None = None,
+    image_patches: Mapping[Path, Any] | None = None,
 ) -> list[Mismatch]:
     """Every mismatch between one clip's QA records and its attributes (empty when consistent).
 
@@ -1061,6 +1095,10 @@ def check_clip_qa(
         confidence: the confidence model the records were made with (the default when None).
         grounding: the run's marks and masks of the clip (:func:`load_clip_grounding`); with
             it every region and view must be the one the marked images and masks files show.
+        image_patches: decoded pixels of images under ``images_root``, by absolute path
+            (``autolabel.qa.appearance.ImagePatch``, kept by the run's marks stage): a colour is
+            re-measured from them when they hold every pixel of the masks measured, else from
+            the image file.
     """
     return _ClipChecker(
         records,
@@ -1074,6 +1112,7 @@ def check_clip_qa(
         views,
         confidence,
         grounding,
+        image_patches,
     ).run()
 
 
