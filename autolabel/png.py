@@ -18,7 +18,7 @@ version, so equal pixels give equal files.
 from __future__ import annotations
 
 import struct
-import zlib
+import threading
 
 import cv2
 import numpy as np
@@ -31,16 +31,36 @@ _LEVEL = 1
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    # ISA-L's CRC-32 is zlib's (the same polynomial and value), several times faster.
+    crc = isal_zlib.crc32(data, isal_zlib.crc32(kind))
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
 
 
-def filtered_rows_up(rgb: np.ndarray) -> np.ndarray:
+#: Per-thread scanline buffer of ``encode_png_rgb``, reused from image to image: a fresh
+#: image-sized array costs as much in page faults (the kernel zeroing each new page) as the
+#: filter itself (2.6 vs 0.8 ms for a 1600x900 image).
+_SCRATCH = threading.local()
+
+
+def _scanline_buffer(height_px: int, row_bytes: int) -> np.ndarray:
+    size = height_px * row_bytes
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < size:
+        buf = _SCRATCH.buf = np.empty(size, np.uint8)
+    return buf[:size].reshape(height_px, row_bytes)
+
+
+def filtered_rows_up(rgb: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(H, 3 W + 1) uint8 scanlines of an (H, W, 3) uint8 image with PNG filter type 2 ("Up"):
     each line starts with the filter byte, then each byte minus the byte above it (mod 256; the
-    first line unchanged, as PNG defines the line above the image as zeros)."""
+    first line unchanged, as PNG defines the line above the image as zeros). Written into
+    ``out`` ((H, 3 W + 1) uint8) when given, else into a new array."""
     h, w, c = rgb.shape
     flat = np.ascontiguousarray(rgb).reshape(h, w * c)
-    out = np.empty((h, w * c + 1), np.uint8)
+    if out is None:
+        out = np.empty((h, w * c + 1), np.uint8)
+    elif out.shape != (h, w * c + 1) or out.dtype != np.uint8:
+        raise ValueError(f"filtered_rows_up: out must be ({h}, {w * c + 1}) uint8, got {out.shape}")
     out[:, 0] = _FILTER_UP
     if h:
         out[0, 1:] = flat[0]
@@ -55,7 +75,8 @@ def encode_png_rgb(rgb: np.ndarray) -> bytes:
         raise ValueError(f"encode_png_rgb: expected (H, W, 3) uint8, got {img.shape} {img.dtype}")
     h, w = img.shape[:2]
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8 bits, truecolour, no interlace
-    data = isal_zlib.compress(filtered_rows_up(img), _LEVEL)
+    rows = filtered_rows_up(img, _scanline_buffer(h, 3 * w + 1))
+    data = isal_zlib.compress(rows, _LEVEL)
     return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
 
 

@@ -76,3 +76,21 @@ def test_other_images_keep_opencv_and_bad_input_is_named():
         encode_png_rgb(np.zeros((0, 4, 3), np.uint8))
     with pytest.raises(ValueError, match="encode_png_bgr"):
         encode_png_bgr(np.zeros((4, 4, 3), np.uint16))
+
+
+def test_reused_scanline_buffer_across_sizes():
+    # Encodes share one scanline buffer: a small image after a big one, and the big one again,
+    # must each decode to their own pixels and give the same bytes as before.
+    rng = np.random.default_rng(7)
+    big = rng.integers(0, 256, (70, 90, 3), dtype=np.uint8)
+    small = rng.integers(0, 256, (5, 8, 3), dtype=np.uint8)
+    first = encode_png_rgb(big)
+    for img, png in ((small, encode_png_rgb(small)), (big, encode_png_rgb(big))):
+        decoded = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR_RGB)
+        assert np.array_equal(decoded, img)
+    assert encode_png_rgb(big) == first
+    out = np.zeros((5, 8 * 3 + 1), np.uint8)
+    assert filtered_rows_up(small, out) is out
+    assert np.array_equal(out, filtered_rows_up(small))
+    with pytest.raises(ValueError, match="out must be"):
+        filtered_rows_up(small, np.zeros((5, 8 * 3), np.uint8))
