@@ -213,3 +213,12 @@ def test_image_patch_holds_the_pixels_of_its_masks():
     rle_out = mask_utils.encode(np.asfortranarray(outside))[0]
     assert not p.covers([{"size": [h, w], "counts": rle_out["counts"].decode("ascii")}])
     assert not p.covers([{"size": [h + 1, w], "counts": rles[0]["counts"]}])
+    # A copy, also of a full-width crop (which slicing alone would leave a view of the image).
+    wide = np.zeros((h, w, 1), np.uint8)
+    wide[10:12, :, 0] = 1
+    rle_wide = mask_utils.encode(np.asfortranarray(wide))[0]
+    q = ImagePatch.around(img, [{"size": [h, w], "counts": rle_wide["counts"].decode("ascii")}])
+    kept = q.rgb.copy()
+    img[:] = 0
+    np.testing.assert_array_equal(q.rgb, kept)
+    assert kept.any()

@@ -128,7 +128,8 @@ class ImagePatch:
     @classmethod
     def around(cls, image_rgb: np.ndarray, rles: Sequence[Mapping]) -> ImagePatch:
         """A copy of the pixels of (H, W, 3) ``image_rgb`` inside the union of the masks'
-        bounds (an empty patch when every mask is empty)."""
+        bounds (an empty patch when every mask is empty); later changes to the image leave
+        the patch as it was."""
         img = np.asarray(image_rgb)
         h, w = img.shape[:2]
         b = mask_bounds(rles)
@@ -137,7 +138,9 @@ class ImagePatch:
             return cls(h, w, 0, 0, np.zeros((0, 0, 3), np.uint8))
         u0, v0 = int(b[:, 0].min()), int(b[:, 1].min())
         u1, v1 = min(w, int(b[:, 2].max())), min(h, int(b[:, 3].max()))
-        return cls(h, w, u0, v0, np.ascontiguousarray(img[v0:v1, u0:u1]))
+        # Always a copy (a full-width crop would otherwise be a view): the marks stage draws
+        # into the image afterwards.
+        return cls(h, w, u0, v0, img[v0:v1, u0:u1].copy())
 
     def covers(self, rles: Sequence[Mapping]) -> bool:
         """Whether every pixel of every mask (of this image's size) lies inside the patch."""
