@@ -470,7 +470,6 @@ def render_marks(
     masks: np.ndarray | Sequence[MaskLike] | None = None,
     style: MarkStyle | None = None,
     channel_order: str = "bgr",
-    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """A copy of the image with Set-of-Mark marks drawn.
 
@@ -484,12 +483,9 @@ def render_marks(
         channel_order: ``"bgr"`` or ``"rgb"``, the image's (and the result's) channel order.
             Every drawing operation works on each channel alone, so an RGB image comes out as
             exactly the channel-swapped BGR result.
-        out: (H, W, 3) uint8 C-contiguous array to draw into (the image copied there first),
-            which may be ``image_bgr`` itself: marks drawn in place, no image-sized copy.
 
     Returns:
-        (H, W, 3) uint8 image in ``channel_order`` (``out`` when given); the input is not
-        modified unless it is ``out``. Marks are drawn in region-id order
+        (H, W, 3) uint8 image in ``channel_order``; the input is not modified. Marks are drawn in region-id order
         (masks, then contours, then boxes, then all labels on top); each works on its region's
         crop, so the cost grows with the marked area, not with image size times marks.
     """
@@ -506,16 +502,7 @@ def render_marks(
     st = style_for_image(style or MarkStyle(), height_px)
     ids = np.asarray(region_id, dtype=np.int64).reshape(-1)
     n = len(ids)
-    if out is None:
-        out = img.copy()
-    else:
-        if out.shape != img.shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
-            raise ValueError(
-                f"render_marks: out must be a C-contiguous {img.shape} uint8 array, got "
-                f"{out.shape} {out.dtype}"
-            )
-        if out is not img:
-            np.copyto(out, img)
+    out = img.copy()
     if n == 0:
         return out
     regions, boxes = _regions_and_boxes(boxes_2d, masks, n, width_px, height_px)
@@ -523,9 +510,7 @@ def render_marks(
         from autolabel.set_of_mark_strideqa import render_strideqa_marks
 
         # Its colours (green, white, black) are the same in either channel order.
-        marked = render_strideqa_marks(out, ids, [(r.u0, r.v0, r.crop) for r in regions])
-        np.copyto(out, marked)
-        return out
+        return render_strideqa_marks(out, ids, [(r.u0, r.v0, r.crop) for r in regions])
     colours_bgr = region_colours_bgr(ids)
     # Drawn in the image's channel order; text contrast is judged on the BGR colours.
     swap = slice(None, None, -1) if channel_order == "rgb" else slice(None)

@@ -937,30 +937,21 @@ def marks_stage(ctx: StageContext) -> StageResult:
         at_k = rr["at_keyframe"] & (rr["keyframe"] == k)
         marked = rr["view"][at_k]
         rid = region_ids.row_region_id[at_k]
-        # Decoded as RGB, marked and encoded as RGB: the PNG encoder and the colour
-        # measurement take RGB, so no pass converts the channel order.
-        images = {}
+        images, originals = {}, {}
         for c, channel in enumerate(views.channels):
             width_px, height_px = (int(v) for v in views.image_size_px[c])
-            images[channel] = read_image_rgb(frame.cameras[channel].path, width_px, height_px)
-        # Colours (and the pixels check-qa re-measures them from) first, from the unmarked
-        # pixels; then the marks are drawn into the decoded images (no copy of each).
-        if int(k) in regions_at:
-            kr = regions_at[int(k)]
-            colours[int(k)] = measure_region_colours(
-                [kr], _keyframe_image_reader(ctx, int(k), images)
-            )
-            patches.update(_keyframe_patches(frame, kr, images))
-        for c, channel in enumerate(views.channels):
+            # Decoded as RGB, marked and encoded as RGB: the PNG encoder and the colour
+            # measurement take RGB, so no pass converts the channel order.
+            rgb = read_image_rgb(frame.cameras[channel].path, width_px, height_px)
+            originals[channel] = rgb
             sel = views.camera[marked] == c
-            render_marks(
-                images[channel],
+            images[channel] = render_marks(
+                rgb,
                 rid[sel],
                 boxes_2d=views.box_clipped_px[marked[sel]],
                 masks=[rles[i] for i in marked[sel]],
                 style=ctx.config.marks,
                 channel_order="rgb",
-                out=images[channel],
             )
         paths = write_marked_images(
             ctx.clip_dir / MARKS_DIR,
@@ -972,6 +963,12 @@ def marks_stage(ctx: StageContext) -> StageResult:
         )
         written += [str(p.relative_to(ctx.clip_dir)) for p in paths]
         regions_doc.append(_regions_entry(frame, k, region_ids, views, rr, attrs))
+        if int(k) in regions_at:
+            kr = regions_at[int(k)]
+            colours[int(k)] = measure_region_colours(
+                [kr], _keyframe_image_reader(ctx, int(k), originals)
+            )
+            patches.update(_keyframe_patches(frame, kr, originals))
     ctx.results["keyframe_regions"] = regions
     ctx.results["keyframe_patches"] = patches
     ctx.results["region_colours"] = RegionColours.concatenate(

@@ -280,21 +280,6 @@ class TestRendering:
         with pytest.raises(ValueError, match="channel_order"):
             render_marks(bgr, np.arange(5), boxes_2d=boxes, style=style, channel_order="RGB")
 
-    @pytest.mark.parametrize("style", [MarkStyle(draw_mask=True), MarkStyle(style="strideqa")])
-    def test_marks_drawn_in_place_are_the_copy_s(self, style):
-        masks, _, _ = five_objects()
-        rng = np.random.default_rng(4)
-        image = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
-        want = render_marks(image, np.arange(5), masks=masks, style=style)
-        into = np.zeros_like(image)
-        assert render_marks(image, np.arange(5), masks=masks, style=style, out=into) is into
-        np.testing.assert_array_equal(into, want)
-        same = image.copy()
-        assert render_marks(same, np.arange(5), masks=masks, style=style, out=same) is same
-        np.testing.assert_array_equal(same, want)
-        with pytest.raises(ValueError, match="out must be"):
-            render_marks(image, np.arange(5), masks=masks, style=style, out=image[:, :-1])
-
     def test_style_errors_name_the_key(self):
         with pytest.raises(ValueError, match="label_background"):
             MarkStyle(label_background="white")

@@ -138,8 +138,8 @@ class ImagePatch:
             return cls(h, w, 0, 0, np.zeros((0, 0, 3), np.uint8))
         u0, v0 = int(b[:, 0].min()), int(b[:, 1].min())
         u1, v1 = min(w, int(b[:, 2].max())), min(h, int(b[:, 3].max()))
-        # Always a copy (a full-width crop would otherwise be a view): the marks stage draws
-        # into the image afterwards.
+        # Always a copy: a full-width crop would otherwise be a view, holding the whole decoded
+        # image until check-qa has run (and changing with it).
         return cls(h, w, u0, v0, img[v0:v1, u0:u1].copy())
 
     def covers(self, rles: Sequence[Mapping]) -> bool:
