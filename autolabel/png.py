@@ -30,10 +30,11 @@ _FILTER_UP = 2
 _LEVEL = 1
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
+def _chunk(kind: bytes, data: bytes) -> list[bytes]:
+    """A chunk's parts (length, type, data, CRC), joined once with the whole file's."""
     # ISA-L's CRC-32 is zlib's (the same polynomial and value), several times faster.
     crc = isal_zlib.crc32(data, isal_zlib.crc32(kind))
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+    return [struct.pack(">I", len(data)), kind, data, struct.pack(">I", crc)]
 
 
 #: Per-thread scanline buffer of ``encode_png_rgb``, reused from image to image: a fresh
@@ -77,7 +78,10 @@ def encode_png_rgb(rgb: np.ndarray) -> bytes:
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8 bits, truecolour, no interlace
     rows = filtered_rows_up(img, _scanline_buffer(h, 3 * w + 1))
     data = isal_zlib.compress(rows, _LEVEL)
-    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
+    # One join: the compressed data (~0.5 MB per camera image) is copied once, not per "+".
+    return b"".join(
+        [_SIGNATURE, *_chunk(b"IHDR", header), *_chunk(b"IDAT", data), *_chunk(b"IEND", b"")]
+    )
 
 
 def encode_png_bgr(image_bgr: np.ndarray) -> bytes:

@@ -601,9 +601,12 @@ def stitch_six(
                 raise ValueError(
                     f"stitch_six: {channel}: expected (H, W, 3) uint8, got {tile.shape}"
                 )
+            place = canvas[r * h : (r + 1) * h, c * w : (c + 1) * w]
             if tile.shape[:2] != (h, w):
-                tile = cv2.resize(tile, (w, h), interpolation=cv2.INTER_AREA)
-            canvas[r * h : (r + 1) * h, c * w : (c + 1) * w] = tile
+                # Shrunk straight into its place: no tile-sized array per camera.
+                cv2.resize(tile, (w, h), dst=place, interpolation=cv2.INTER_AREA)
+            else:
+                place[:] = tile
     return canvas
 
 
