@@ -485,9 +485,10 @@ def render_marks(
             exactly the channel-swapped BGR result.
 
     Returns:
-        (H, W, 3) uint8 image in ``channel_order``; the input is not modified. Marks are drawn in region-id order
-        (masks, then contours, then boxes, then all labels on top); each works on its region's
-        crop, so the cost grows with the marked area, not with image size times marks.
+        (H, W, 3) uint8 image in ``channel_order``; the input is not modified. Marks are drawn
+        in region-id order (masks, then contours, then boxes, then all labels on top); each
+        works on its region's crop, so the cost grows with the marked area, not with image size
+        times marks.
     """
     img = np.ascontiguousarray(image_bgr)
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:

@@ -968,7 +968,8 @@ def marks_stage(ctx: StageContext) -> StageResult:
             colours[int(k)] = measure_region_colours(
                 [kr], _keyframe_image_reader(ctx, int(k), originals)
             )
-            patches.update(_keyframe_patches(frame, kr, originals))
+            if ctx.config.check_qa:
+                patches.update(_keyframe_patches(frame, kr, originals))
     ctx.results["keyframe_regions"] = regions
     ctx.results["keyframe_patches"] = patches
     ctx.results["region_colours"] = RegionColours.concatenate(
