@@ -635,7 +635,6 @@ def test_geometric_segmenter_measures_image_evidence_for_untrusted_tracks(ellips
     # Presence and masks stay geometric; the image evidence is the LiDAR-seeded GrabCut's score,
     # and it caps the score of the objects it checked.
     np.testing.assert_array_equal(checked.masks, plain.masks)
-    cv2.setRNGSeed(0)
     grids = GeometricConfig()  # the evidence's own working grids
     colour = LidarSeededSegmenter(
         LidarSeededConfig(

@@ -45,6 +45,7 @@ import numpy as np
 
 from autolabel.segmentation.core import SegmentationResult, validate_segment_inputs
 from autolabel.segmentation.geometry import ImageGeometry
+from autolabel.segmentation.grabcut import grab_cut
 
 __all__ = ["GeometricConfig", "GeometricSegmenter"]
 
@@ -332,7 +333,6 @@ class GeometricSegmenter:
         # The objects of the image as the LiDAR-seeded segmenter sees them: its masks give a
         # shared pixel to the nearest object, so the trusted objects that may take pixels from
         # an untrusted one are cut too (``wanted``: only those, and no score of their own).
-        cv2.setRNGSeed(0)
         _, features = self._colour.segment_with_features(
             image,
             boxes,
@@ -408,20 +408,9 @@ class GeometricSegmenter:
             size = 2 * cfg.seed_radius_px + 1
             sure = cv2.dilate(sure, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size, size)))
         label[(sure > 0) & (prior > 0)] = cv2.GC_FGD
-        bgd_model = np.zeros((1, 65), np.float64)
-        fgd_model = np.zeros((1, 65), np.float64)
-        cv2.setRNGSeed(0)  # GrabCut's k-means: a mask depends on its inputs only
         try:
-            cv2.grabCut(
-                crop,
-                label,
-                None,
-                bgd_model,
-                fgd_model,
-                cfg.refine_iterations,
-                cv2.GC_INIT_WITH_MASK,
-            )
-        except cv2.error:
+            grab_cut(crop, label, cfg.refine_iterations)
+        except ValueError:
             return  # too few pixels of one kind for a colour model: keep the geometric mask
         cut = np.ascontiguousarray(((label == cv2.GC_FGD) | (label == cv2.GC_PR_FGD)).T, np.uint8)
         cut = cv2.resize(cut, (roi_h, roi_w), interpolation=cv2.INTER_NEAREST).view(bool)

@@ -10,7 +10,8 @@ A weightless segmenter (the default is ``geometric``, which uses it for image ev
    this box "probably background" (a LiDAR return of another object means that object is what
    the camera sees there, up to parallax). Seeds are never forced to foreground, so a mask can
    disagree with bad seeds, and the score can see it.
-3. Run GrabCut (colour GMMs plus a contrast-sensitive graph cut), keep the connected parts that
+3. Run GrabCut (colour GMMs plus a contrast-sensitive graph cut; ``grabcut.grab_cut``, started
+   from a deterministic colour model), keep the connected parts that
    hold seeds, fill holes, scale back, and clip to the box. If GrabCut finds nothing (an object
    coloured like its surroundings), the seed hull itself is the mask.
 4. A second, seed-free GrabCut from the box alone (on a grid of at most
@@ -40,6 +41,7 @@ import cv2
 import numpy as np
 
 from autolabel.segmentation.core import SegmentationResult, validate_segment_inputs
+from autolabel.segmentation.grabcut import grab_cut
 from calib import stable_math
 
 __all__ = [
@@ -60,7 +62,8 @@ SCORE_FEATURE_NAMES = (
     "overlap_kept",  # fraction of the mask left after nearer objects take shared pixels
 )
 #: Logistic weights and bias of the score, fitted by bench/calibrate_lidar_seeded_score.py
-#: (48 constructed 450x800 scenes, 480 objects; held-out Pearson 0.92 between score and IoU).
+#: (48 constructed 450x800 scenes, 480 objects; held-out Pearson 0.92 between score and IoU with
+#: k-means++-started GrabCut, 0.93 with the brightness-bin start of ``grabcut.grab_cut``).
 SCORE_WEIGHTS = np.array([2.0913, 1.5667, 0.9984, 0.8675, 3.1264])
 SCORE_BIAS = -5.1112
 
@@ -215,16 +218,16 @@ class LidarSeededSegmenter:
                 nearer object whose box's pixel span holds a pixel of a farther wanted mask)
                 and get no seed-free cut; their rows are
                 left as they come (not the masks and features they would have on their own).
-                The wanted rows equal those of a run without ``wanted``: every cut reseeds
-                OpenCV's RNG, so a mask depends on its own inputs only.
+                The wanted rows equal those of a run without ``wanted``: a cut draws no random
+                numbers (``grabcut.grab_cut``), so a mask depends on its own inputs only.
             full_masks: False returns None for the masks (a caller that reads the features
                 only: the masks then never leave their crops).
             boxcut_skip: the seed-free cuts run last, after the overlaps: called once with the
                 (N, 5) features (``overlap_kept`` resolved, ``boxcut_iou`` NaN where the cut is
                 still to run), it returns (N,) bool, the objects whose seed-free cut is not run
                 (their ``boxcut_iou`` is 0.5, as when no cut is made). The rows of the others
-                equal a run without it (every cut reseeds the RNG, so their order changes
-                nothing).
+                equal a run without it (a cut depends on its own inputs only, so their order
+                changes nothing).
         """
         image, boxes, seeds = validate_segment_inputs(image, boxes_2d, prompts)
         height_px, width_px = image.shape[:2]
@@ -258,7 +261,8 @@ class LidarSeededSegmenter:
         pending: dict[int, tuple] = {}  # object -> the seed-free cut's inputs, when deferred
         # The wanted objects first: an object cut only for the overlaps is then skipped where no
         # farther wanted mask has a pixel in its box's pixel span (its mask lies there), as its
-        # mask could take nothing (every cut reseeds the RNG, so the order changes no mask).
+        # mask could take nothing (a cut depends on its own inputs only: the order changes no
+        # mask).
         cut_order = np.flatnonzero(needed)
         cut_order = np.r_[cut_order[wanted[cut_order]], cut_order[~wanted[cut_order]]]
         span = np.c_[np.floor(clipped[:, :2]), np.ceil(clipped[:, 2:])].astype(np.int64)
@@ -291,7 +295,7 @@ class LidarSeededSegmenter:
                     with_boxcut=bool(wanted[i]),
                     defer_boxcut=boxcut_skip is not None,
                 )
-            except cv2.error:
+            except (cv2.error, ValueError):
                 # GrabCut cannot start when the working crop leaves it no background or no
                 # foreground pixel (a sliver of a box at the image edge, shrunk below a pixel):
                 # treat the box as too thin to cut.
@@ -425,14 +429,7 @@ class LidarSeededSegmenter:
             label[[0, -1], :] = cv2.GC_PR_BGD
             label[:, [0, -1]] = cv2.GC_PR_BGD
 
-        bgd_model = np.zeros((1, 65), dtype=np.float64)
-        fgd_model = np.zeros((1, 65), dtype=np.float64)
-        # GrabCut's k-means draws from OpenCV's per-thread global RNG: reseed it before every
-        # cut so a mask depends on its inputs only, not on what was segmented before.
-        cv2.setRNGSeed(0)
-        cv2.grabCut(
-            crop, label, None, bgd_model, fgd_model, cfg.grabcut_iterations, cv2.GC_INIT_WITH_MASK
-        )
+        grab_cut(crop, label, cfg.grabcut_iterations)
         cut = (label == cv2.GC_FGD) | (label == cv2.GC_PR_FGD)
         mask_work = self._keep_seeded_parts(cut, own_px)
         if not mask_work.any() and len(own_px) >= 3:
@@ -489,7 +486,7 @@ class LidarSeededSegmenter:
         working crop from the box (working pixels) alone; 0.5 where GrabCut cannot start."""
         try:
             return _iou(mask_work, self._boxcut(crop, box))
-        except cv2.error:  # a box covering the whole crop has no background to model
+        except ValueError:  # a box covering the whole crop has no background to model
             return 0.5
 
     def _boxcut(self, crop: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
@@ -497,7 +494,7 @@ class LidarSeededSegmenter:
         [u0, v0, u1, v1]) alone, cut on a grid of at most ``boxcut_max_side_px`` and scaled back.
 
         Raises:
-            cv2.error: the box leaves GrabCut no background to model.
+            ValueError: the box leaves GrabCut no background to model.
         """
         cfg = self.config
         work_h, work_w = crop.shape[:2]
@@ -511,18 +508,7 @@ class LidarSeededSegmenter:
             bu1 = max(bu0 + 1, min(small_w, int(np.ceil(bu1 * sx))))
             bv1 = max(bv0 + 1, min(small_h, int(np.ceil(bv1 * sy))))
         label = np.zeros((small_h, small_w), dtype=np.uint8)
-        bgd_model = np.zeros((1, 65), dtype=np.float64)
-        fgd_model = np.zeros((1, 65), dtype=np.float64)
-        cv2.setRNGSeed(0)
-        cv2.grabCut(
-            crop,
-            label,
-            (bu0, bv0, bu1 - bu0, bv1 - bv0),
-            bgd_model,
-            fgd_model,
-            cfg.boxcut_iterations,
-            cv2.GC_INIT_WITH_RECT,
-        )
+        grab_cut(crop, label, cfg.boxcut_iterations, rect=(bu0, bv0, bu1 - bu0, bv1 - bv0))
         cut = ((label == cv2.GC_FGD) | (label == cv2.GC_PR_FGD)).astype(np.uint8)
         if (small_w, small_h) != (work_w, work_h):
             cut = cv2.resize(cut, (work_w, work_h), interpolation=cv2.INTER_NEAREST)
