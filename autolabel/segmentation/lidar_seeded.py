@@ -63,7 +63,7 @@ SCORE_FEATURE_NAMES = (
 )
 #: Logistic weights and bias of the score, fitted by bench/calibrate_lidar_seeded_score.py
 #: (48 constructed 450x800 scenes, 480 objects; held-out Pearson 0.92 between score and IoU with
-#: k-means++-started GrabCut, 0.93 with the brightness-bin start of ``grabcut.grab_cut``).
+#: k-means++-started GrabCut, 0.934 with the brightness-bin start of ``grabcut.grab_cut``).
 SCORE_WEIGHTS = np.array([2.0913, 1.5667, 0.9984, 0.8675, 3.1264])
 SCORE_BIAS = -5.1112
 
