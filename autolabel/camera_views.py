@@ -36,6 +36,7 @@ from calib.projection import (
     project_points,
     volume_in_image_fraction,
 )
+from calib.se3 import SE3
 
 
 @dataclass
@@ -361,6 +362,70 @@ def image_hulls(silhouette_uv: np.ndarray, width_px: int, height_px: int) -> lis
     return out
 
 
+#: Cells per side of ``_SceneCells``' grid at most (its test per camera is over the cells).
+_SCENE_GRID = 32
+
+
+class _SceneCells:
+    """A keyframe's scene returns binned on a grid of the global xy plane, so that each camera
+    projects only the returns of the cells its view can reach: a conservative cut (every return
+    the image holds is kept, and projected with the same operations, so the same pixels), which
+    leaves about a sixth of a sweep per camera instead of all of it.
+
+    Args:
+        points: (Q, 3) global-frame returns, metres.
+    """
+
+    def __init__(self, points: np.ndarray) -> None:
+        self.points = points
+        if len(points) == 0:
+            self.cell = np.zeros(0, np.int64)
+            self.centres = np.zeros((0, 3))
+            self.half = np.zeros(3)
+            return
+        lo, hi = points.min(axis=0), points.max(axis=0)
+        side = max(float((hi[:2] - lo[:2]).max()) / _SCENE_GRID, 1.0)
+        ij = np.minimum(((points[:, :2] - lo[:2]) / side).astype(np.int64), _SCENE_GRID - 1)
+        self.cell = ij[:, 0] * _SCENE_GRID + ij[:, 1]
+        k = np.arange(_SCENE_GRID * _SCENE_GRID)
+        self.centres = np.column_stack(
+            [
+                lo[0] + (k // _SCENE_GRID + 0.5) * side,
+                lo[1] + (k % _SCENE_GRID + 0.5) * side,
+                np.full(len(k), 0.5 * (lo[2] + hi[2])),
+            ]
+        )
+        self.half = np.array([0.5 * side, 0.5 * side, 0.5 * (hi[2] - lo[2])])
+
+    def reachable(
+        self,
+        intrinsic: np.ndarray,
+        camera_SE3_global: SE3,
+        width_px: int,
+        height_px: int,
+        margin_m: float,
+    ) -> np.ndarray:
+        """(Q,) bool: the returns of the cells that meet the camera's view (in front of it and
+        projecting into the image) grown by ``margin_m``: every return that moves less than
+        that and lands in the image is among them. All of them for a camera matrix whose last
+        row is not (0, 0, 1)."""
+        k = np.asarray(intrinsic, np.float64)
+        if len(self.cell) == 0 or not np.array_equal(k[2], [0.0, 0.0, 1.0]):
+            return np.ones(len(self.cell), bool)
+        # In the camera frame a pixel (u, v) of the image and z > 0 mean n . p >= 0 for these
+        # normals (u = K0 . p / z, v = K1 . p / z): the planes through the camera's centre and
+        # the image's edges, and the image plane.
+        normals = np.array([k[0], width_px * k[2] - k[0], k[1], height_px * k[2] - k[1], k[2]])
+        normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+        global_normals = normals @ camera_SE3_global.rotation  # n . (R p + t), as (R^T n) . p
+        offset = normals @ camera_SE3_global.translation
+        # The largest signed distance of each cell's box from each plane (its farthest corner).
+        reach = self.centres @ global_normals.T + np.abs(global_normals) @ self.half + offset
+        # 1 mm covers the rounding of the cells' bounds and of the exact projection.
+        cells = reach.min(axis=1) >= -(margin_m + 1e-3)
+        return cells[self.cell]
+
+
 def clip_channels(clip: Clip) -> tuple[str, ...]:
     """The camera channels of a clip in rig order (those of its first keyframe)."""
     return tuple(clip.frames[0].cameras) if clip.frames else ()
@@ -418,10 +483,8 @@ def build_camera_views(
         point_owner[point[keyframe_pair]] = owner[keyframe_pair]
         scene = np.flatnonzero((lag_s == 0) & (height_m >= opt.occluder_min_height_m))
         # The same returns in every camera; only their motion to the image's time differs.
-        scene_points = points_global[scene]
+        scene_cells = _SceneCells(points_global[scene])
         scene_owner = point_owner[scene]
-        scene_tracked = np.flatnonzero(scene_owner >= 0)
-        scene_tracked_owner = scene_owner[scene_tracked]
         corners = boxes.corners()  # (N, 8, 3)
         hit_s = np.zeros(len(boxes))
         if sweep is not None and opt.motion_compensate:
@@ -468,7 +531,9 @@ def build_camera_views(
             )
             # Seeds: the kept objects' own points of every sweep, moved with their object from
             # the sweep's time to the image's, projected with the image's own pose.
-            pair = np.isin(owner, rows)
+            keep = np.zeros(len(boxes), bool)
+            keep[rows] = True
+            pair = keep[owner]
             pair_owner, pair_point = owner[pair], point[pair]
             move_s = dt_s[pair_owner] + lag_s[pair_point] if opt.motion_compensate else 0.0
             moved = points_global[pair_point].copy()
@@ -476,9 +541,21 @@ def build_camera_views(
             uv, z = project_points(cal.intrinsic, camera_SE3_global.transform_points(moved))
             inside = _in_image(uv, z, cal.width_px, cal.height_px)
             pair_owner, uv = pair_owner[inside], uv[inside]
-            # The scene's returns in this image, each moved with the object it belongs to.
-            scene_global = scene_points.copy()
-            scene_global[scene_tracked] += shift[scene_tracked_owner]
+            # The scene's returns in this image, each moved with the object it belongs to (only
+            # those of the cells the camera can see, grown by the largest move).
+            reach = np.flatnonzero(
+                scene_cells.reachable(
+                    cal.intrinsic,
+                    camera_SE3_global,
+                    cal.width_px,
+                    cal.height_px,
+                    float(np.abs(shift).sum(axis=1).max(initial=0.0)),
+                )
+            )
+            scene_global = scene_cells.points[reach]
+            reach_owner = scene_owner[reach]
+            tracked = np.flatnonzero(reach_owner >= 0)
+            scene_global[tracked] += shift[reach_owner[tracked]]
             scene_uv, scene_z = project_points(
                 cal.intrinsic, camera_SE3_global.transform_points(scene_global)
             )

@@ -79,7 +79,11 @@ class SE3:
     def transform_points(self, points_b: np.ndarray) -> np.ndarray:
         """Map points (..., 3) from frame ``b`` to frame ``a``."""
         pts = np.asarray(points_b, dtype=np.float64)
-        return pts @ self.rotation.T + self.translation
+        # In place on the product: the same sums, without a second (..., 3) temporary (the
+        # translation's pass cost as much as the rotation's on a sweep of 10^5 points).
+        out = pts @ self.rotation.T
+        out += self.translation
+        return out
 
     def rotate_vectors(self, vectors_b: np.ndarray) -> np.ndarray:
         """Map free vectors (..., 3) such as velocities from ``b`` to ``a`` (no translation)."""

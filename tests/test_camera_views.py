@@ -38,3 +38,46 @@ def test_object_points_global_matches_the_dense_inside_test():
     assert len(expected_owner) > 250
     np.testing.assert_array_equal(owner, expected_owner)
     np.testing.assert_array_equal(point, expected_point)
+
+
+def test_scene_cells_keep_every_return_the_image_holds():
+    """The cells a camera can reach hold every return that projects into its image after a move
+    shorter than the margin (the exact test of ``build_camera_views``: z > 0 and a pixel in
+    [0, W) x [0, H)), on random rigs, points around the camera and moves; and for a level camera
+    they leave out most of the returns behind it."""
+    from autolabel.camera_views import _SceneCells
+    from calib.projection import project_points
+    from calib.rotation import rotation_from_quat_wxyz
+    from calib.se3 import SE3
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        width_px, height_px = int(rng.integers(200, 2000)), int(rng.integers(100, 1200))
+        fx = rng.uniform(0.3, 2.0) * width_px
+        k = np.array([[fx, 0, rng.uniform(0.3, 0.7) * width_px], [0, fx, height_px / 2], [0, 0, 1]])
+        quat = rng.normal(size=4)
+        rotation = rotation_from_quat_wxyz(quat / np.linalg.norm(quat))
+        level = trial % 2 == 1
+        if level:  # rows: the camera's right, down and forward axes in the global frame
+            yaw = rng.uniform(-np.pi, np.pi)
+            rotation = np.array(
+                [[np.sin(yaw), -np.cos(yaw), 0], [0, 0, -1], [np.cos(yaw), np.sin(yaw), 0]]
+            )
+        centre = rng.uniform(-500, 500, 3)  # the camera's, among the returns
+        camera_SE3_global = SE3(rotation, -rotation @ centre)
+        points = rng.uniform(-80, 80, (20000, 3)) * [1, 1, 0.1] + centre
+        if trial % 4 == 0:  # a few returns far away stretch the grid's cells
+            points[:5] *= 10
+        margin = float(rng.choice([0.0, 0.5, 3.0]))
+        direction = rng.normal(size=(len(points), 3))
+        moved = points + direction / np.linalg.norm(direction, axis=1, keepdims=True) * (
+            margin * rng.uniform(0, 1, (len(points), 1))
+        )
+        uv, z = project_points(k, camera_SE3_global.transform_points(moved))
+        seen = (z > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < width_px)
+        seen &= (uv[:, 1] >= 0) & (uv[:, 1] < height_px)
+        kept = _SceneCells(points).reachable(k, camera_SE3_global, width_px, height_px, margin)
+        assert not (seen & ~kept).any()
+        if level:  # a level camera: most returns 20 m behind are cut
+            behind = camera_SE3_global.transform_points(points)[:, 2] < -20
+            assert kept[behind].mean() < 0.5

@@ -48,7 +48,7 @@ def test_encode_masks_is_pycocotools_encoding_in_every_layout(size):
     column_major = np.ascontiguousarray(masks.transpose(0, 2, 1)).transpose(0, 2, 1)
     assert encode_masks(column_major) == expected  # the flat kernel over the whole buffer
     # Given crops (the mask's own pixel bounds, some grown, empty masks an empty crop): only
-    # those columns are read, and the strings are the same.
+    # those pixels are read, and the strings are the same.
     rng = np.random.default_rng(1)
     crops = np.zeros((len(masks), 4), np.int64)
     for i, m in enumerate(masks):
@@ -59,8 +59,9 @@ def test_encode_masks_is_pycocotools_encoding_in_every_layout(size):
                         rows.max() + 1 + grow[3])  # fmt: skip
     assert encode_masks(column_major, crops) == expected
     dirty = masks.transpose(0, 2, 1).copy()  # (N, W, H) storage, not a view of masks
-    for i, (u0, _, u1, _) in enumerate(crops):
+    for i, (u0, v0, u1, v1) in enumerate(crops):
         dirty[i, : max(u0, 0)] = dirty[i, u1:] = True  # set columns outside the crop: not read
+        dirty[i, :, : max(v0, 0)] = dirty[i, :, v1:] = True  # nor rows above or below it
     assert encode_masks(dirty.transpose(0, 2, 1), crops) == expected
     assert encode_masks(masks[:, ::-1][:, ::-1]) == expected  # strided rows
 

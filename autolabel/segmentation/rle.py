@@ -54,19 +54,26 @@ def encode_masks(masks: np.ndarray, crops: np.ndarray | None = None) -> list[dic
         # Column-major per mask (the geometric segmenter, ``masks_to_array``): the runs are those
         # of the flat buffer, found between its first and last set pixel only (pycocotools scans
         # every pixel of every full-image mask, which cost more than the rest of the encoding).
-        columns = np.zeros((len(masks), 2), np.int64)
-        columns[:, 1] = width_px
-        if crops is not None:
-            columns = (
-                np.asarray(crops, np.int64).reshape(len(masks), 4)[:, [0, 2]].clip(0, width_px)
-            )
         out = []
+        if crops is not None:
+            # Only the crops' pixels are read, column by column: above and below them every
+            # column is 0 (a crop is some 100 to 300 rows of a 900-row column).
+            boxes = np.asarray(crops, np.int64).reshape(len(masks), 4)
+            boxes = boxes.clip(0, [width_px, height_px, width_px, height_px])
+            for m, (u0, v0, u1, v1) in zip(
+                masks.view(np.uint8).transpose(0, 2, 1), boxes, strict=True
+            ):
+                text = _rle_string_columns(m, u0, v0, max(u1, u0), max(v1, v0))
+                out.append(
+                    {"size": [int(height_px), int(width_px)], "counts": text.tobytes().decode()}
+                )
+            return out
         # (W, H) contiguous views, no copy.
-        for m, (u0, u1) in zip(masks.view(np.uint8).transpose(0, 2, 1), columns, strict=True):
+        for m in masks.view(np.uint8).transpose(0, 2, 1):
             flat = m.reshape(-1)
             words = flat.view(np.uint64) if flat.size % 8 == 0 else flat
             step = 8 if words.dtype == np.uint64 else 1
-            text = _rle_string_flat(flat, words, step, u0 * height_px, u1 * height_px)
+            text = _rle_string_flat(flat, words, step, 0, flat.size)
             out.append({"size": [int(height_px), int(width_px)], "counts": text.tobytes().decode()})
         return out
     # Row-major masks: runs are found inside each mask's bounds only (a column-major copy of
@@ -98,6 +105,37 @@ def _rle_string(mask: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
                 start = base + v
                 p = 1 - p
         # Below the bounds (or, past the last row, the top of the next column) pixels are 0,
+        # unless the next column's first pixel is read by the loop itself.
+        nxt = base + v1
+        if p == 1 and nxt < end and not (v1 == height_px and v0 == 0 and u + 1 < u1):
+            counts[k] = nxt - start
+            k += 1
+            start = nxt
+            p = 0
+    counts[k] = end - start
+    k += 1
+    return _counts_text(counts[:k])
+
+
+@numba.njit(cache=True)
+def _rle_string_columns(mask_t: np.ndarray, u0: int, v0: int, u1: int, v1: int) -> np.ndarray:
+    """pycocotools' compressed RLE string of a mask given as its (W, H) 0/1 uint8 transpose
+    (column-major pixels), all 0 outside columns [u0, u1) x rows [v0, v1), only which are read
+    (``_rle_string``'s runs, from the transpose)."""
+    width_px, height_px = mask_t.shape
+    end = height_px * width_px
+    counts = np.empty((u1 - u0) * (v1 - v0) + (u1 - u0) + 2, np.int64)
+    k, p, start = 0, 0, 0
+    for u in range(u0, u1):
+        base = u * height_px
+        column = mask_t[u]
+        for v in range(v0, v1):
+            if column[v] != p:
+                counts[k] = base + v - start
+                k += 1
+                start = base + v
+                p = 1 - p
+        # Below the crop (or, past the last row, the top of the next column) pixels are 0,
         # unless the next column's first pixel is read by the loop itself.
         nxt = base + v1
         if p == 1 and nxt < end and not (v1 == height_px and v0 == 0 and u + 1 < u1):
