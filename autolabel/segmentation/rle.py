@@ -91,30 +91,8 @@ def encode_masks(masks: np.ndarray, crops: np.ndarray | None = None) -> list[dic
 def _rle_string(mask: np.ndarray, words: np.ndarray, step: int) -> np.ndarray:
     """pycocotools' compressed RLE string (``rleEncode`` then ``rleToString``) of an (H, W)
     0/1 uint8 mask, as ASCII bytes; runs are column-major, only the mask's bounds are read."""
-    height_px, width_px = mask.shape
     u0, v0, u1, v1 = mask_bounds_kernel(mask, words, step)
-    end = height_px * width_px
-    counts = np.empty((u1 - u0) * (v1 - v0) + (u1 - u0) + 2, np.int64)
-    k, p, start = 0, 0, 0
-    for u in range(u0, u1):
-        base = u * height_px
-        for v in range(v0, v1):
-            if mask[v, u] != p:
-                counts[k] = base + v - start
-                k += 1
-                start = base + v
-                p = 1 - p
-        # Below the bounds (or, past the last row, the top of the next column) pixels are 0,
-        # unless the next column's first pixel is read by the loop itself.
-        nxt = base + v1
-        if p == 1 and nxt < end and not (v1 == height_px and v0 == 0 and u + 1 < u1):
-            counts[k] = nxt - start
-            k += 1
-            start = nxt
-            p = 0
-    counts[k] = end - start
-    k += 1
-    return _counts_text(counts[:k])
+    return _rle_string_columns(mask.T, u0, v0, u1, v1)
 
 
 @numba.njit(cache=True)
