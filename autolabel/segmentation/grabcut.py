@@ -84,7 +84,7 @@ def _initial_models(image: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, n
 
 
 @njit(cache=True, nogil=True)
-def _bin_models(image: np.ndarray, label: np.ndarray):  # pragma: no cover - numba
+def _bin_models(image: np.ndarray, label: np.ndarray):
     """(2, 65) models of the background (row 0) and foreground (row 1) sides; None when a side
     is empty. A pixel's side is ``label & 1`` (GC_FGD and GC_PR_FGD are odd)."""
     h, w = label.shape
@@ -179,7 +179,7 @@ def _bin_models(image: np.ndarray, label: np.ndarray):  # pragma: no cover - num
 
 
 @njit(cache=True, nogil=True)
-def _determinant(c: np.ndarray) -> float:  # pragma: no cover - numba
+def _determinant(c: np.ndarray) -> float:
     """Determinant of a row-major 3x3 covariance, in OpenCV's order of operations."""
     return (
         c[0] * (c[4] * c[8] - c[5] * c[7])

@@ -11,9 +11,9 @@ A weightless segmenter (the default is ``geometric``, which uses it for image ev
    the camera sees there, up to parallax). Seeds are never forced to foreground, so a mask can
    disagree with bad seeds, and the score can see it.
 3. Run GrabCut (colour GMMs plus a contrast-sensitive graph cut; ``grabcut.grab_cut``, started
-   from a deterministic colour model), keep the connected parts that
-   hold seeds, fill holes, scale back, and clip to the box. If GrabCut finds nothing (an object
-   coloured like its surroundings), the seed hull itself is the mask.
+   from a deterministic colour model), keep the connected parts that hold seeds, fill holes,
+   scale back, and clip to the box. If GrabCut finds nothing (an object coloured like its
+   surroundings), the seed hull itself is the mask.
 4. A second, seed-free GrabCut from the box alone (on a grid of at most
    ``boxcut_max_side_px``) gives an independent mask for the score.
 
