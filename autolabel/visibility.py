@@ -305,7 +305,7 @@ def _zbuffer_kernel(
             c1, r1 = max(c1, crops[i, 2]), max(r1, crops[i, 3])
     # Near to far, each pixel counts for the first layer that claims it: the layer a far-to-near
     # painting leaves on top (the order reversed: equal depths, the lower index first).
-    claimed = np.zeros((r1 - r0, c1 - c0), np.uint8)
+    claimed = np.zeros((r1 - r0, c1 - c0), np.bool_)
     total = np.zeros(n, np.int64)
     in_inner = np.zeros(n, np.int64)
     visible = np.zeros(n, np.int64)
@@ -313,31 +313,17 @@ def _zbuffer_kernel(
         i = order[k]
         if not painted[i]:
             continue
-        a, b = crops[i, 0], crops[i, 2]
-        # The crop's columns inside the inner crop: [ia, ib).
-        ia = min(max(inner[i, 0], a), b)
-        ib = max(min(inner[i, 2], b), ia)
         for r in range(crops[i, 1], crops[i, 3]):
-            line = claimed[r - r0]
-            # Counts as 0/1 sums, without a branch per pixel (the loops vectorize).
-            count = 0
-            fresh = 0
-            for c in range(a, b):
-                x = np.uint8(masks[i, r, c]) if use_masks else np.uint8(1)
-                taken = line[c - c0]
-                count += x
-                fresh += x & (taken ^ np.uint8(1))
-                line[c - c0] = taken | x
-            total[i] += count
-            visible[i] += fresh
-            if inner[i, 1] <= r < inner[i, 3]:
-                if use_masks:
-                    inside = 0
-                    for c in range(ia, ib):
-                        inside += np.uint8(masks[i, r, c])
-                    in_inner[i] += inside
-                else:
-                    in_inner[i] += ib - ia
+            row_inner = inner[i, 1] <= r < inner[i, 3]
+            for c in range(crops[i, 0], crops[i, 2]):
+                if use_masks and not masks[i, r, c]:
+                    continue
+                total[i] += 1
+                if row_inner and inner[i, 0] <= c < inner[i, 2]:
+                    in_inner[i] += 1
+                if not claimed[r - r0, c - c0]:
+                    claimed[r - r0, c - c0] = True
+                    visible[i] += 1
     return total, in_inner, visible
 
 

@@ -147,10 +147,9 @@ def _lidar_min_depth(
     u1, v1); inf where none. Returns in the image up to ``radius_px`` outside the crop count;
     ``image_size_px`` is (width, height).
 
-    This is the minimum filter of the returns splatted on the crop grown by the radius (the
-    splat, then OpenCV's erosion, as it was computed before): a clip's image holds some 2 000 to
-    20 000 returns, each square of (2 r + 1)^2 pixels costs less than filtering every pixel of
-    the crop twice, and the minimum does not depend on the order, so the map is the same."""
+    Each return lowers the square around its pixel directly: the same map as splatting the
+    returns and eroding with a (2 r + 1)^2 square (a minimum does not depend on the order), but
+    an image's 2 000 to 20 000 returns cost less than filtering every pixel of the crop twice."""
     u0, v0, u1, v1 = region
     out = np.full((v1 - v0, u1 - u0), np.inf, np.float32)
     if len(scene_uvd) == 0:
